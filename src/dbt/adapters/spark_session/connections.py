@@ -1,0 +1,132 @@
+"""Credentials and connections of the ``spark_session`` adapter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, List, Optional, Sequence, Tuple
+
+from dbt.adapters.contracts.connection import Connection, ConnectionState
+from dbt.adapters.spark.connections import (
+    SparkConnectionManager,
+    SparkConnectionMethod,
+    SparkConnectionWrapper,
+    SparkCredentials,
+)
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.spark_session import session as sessions
+
+WAREHOUSE_DEFAULT = "warehouse"
+LOG_DIR_DEFAULT = "logs"
+
+
+@dataclass
+class SparkSessionCredentials(SparkCredentials):
+    """dbt-spark's credentials, with the in-process session as the only method.
+
+    ``warehouse`` and ``log_dir`` are resolved against the dbt project's root when
+    relative. ``host`` is not used by a session and defaults to ``localhost``.
+    """
+
+    method: SparkConnectionMethod = SparkConnectionMethod.SESSION
+    host: Optional[str] = "localhost"
+    warehouse: str = WAREHOUSE_DEFAULT
+    log_dir: str = LOG_DIR_DEFAULT
+
+    def __post_init__(self) -> None:
+        if self.method != SparkConnectionMethod.SESSION:
+            raise DbtRuntimeError(
+                f"The spark_session adapter runs Spark in the dbt process and supports "
+                f"only `method: session`, not `method: {self.method}`. For a Thrift, HTTP "
+                "or ODBC server use `type: spark` (dbt-spark) instead."
+            )
+        super().__post_init__()
+
+    @property
+    def type(self) -> str:
+        return "spark_session"
+
+    @property
+    def unique_field(self) -> str:
+        return self.warehouse
+
+    def _connection_keys(self) -> Tuple[str, ...]:
+        return ("method", "schema", "warehouse", "log_dir")
+
+    def session_settings(self, project_root: Optional[str]) -> sessions.SessionSettings:
+        root = Path(project_root) if project_root else Path.cwd()
+        return sessions.SessionSettings(
+            warehouse=_under(root, self.warehouse),
+            log_dir=_under(root, self.log_dir),
+            server_side_parameters=dict(self.server_side_parameters),
+        )
+
+
+def _under(root: Path, value: str) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else root / path
+
+
+class SessionConnectionWrapper(SparkConnectionWrapper):
+    """dbt-spark's connection interface over :class:`sessions.SessionCursor`."""
+
+    def __init__(self, session: Any) -> None:
+        self._spark = session
+        self._cursor: Optional[sessions.SessionCursor] = None
+
+    @property
+    def spark_session(self) -> Any:
+        return self._spark
+
+    def cursor(self) -> "SessionConnectionWrapper":
+        self._cursor = sessions.SessionCursor(self._spark)
+        return self
+
+    def cancel(self) -> None:
+        self._spark.sparkContext.cancelAllJobs()
+
+    def close(self) -> None:
+        if self._cursor:
+            self._cursor.close()
+
+    def rollback(self, *args: Any, **kwargs: Any) -> None:
+        """Spark has no transactions; Iceberg commits are atomic per statement."""
+
+    def fetchall(self) -> Optional[List[Any]]:
+        assert self._cursor, "Cursor not available"
+        return self._cursor.fetchall()
+
+    def fetchone(self) -> Optional[Any]:
+        assert self._cursor, "Cursor not available"
+        return self._cursor.fetchone()
+
+    def execute(self, sql: str, bindings: Optional[Sequence[Any]] = None) -> None:
+        assert self._cursor, "Cursor not available"
+        self._cursor.execute(sql, bindings)
+
+    @property
+    def description(self) -> List[Tuple[Any, ...]]:
+        assert self._cursor, "Cursor not available"
+        return self._cursor.description
+
+
+class SparkSessionConnectionManager(SparkConnectionManager):
+    TYPE = "spark_session"
+    _project_root: Optional[str] = None
+
+    def __init__(self, profile: Any, mp_context: Any) -> None:
+        super().__init__(profile, mp_context)
+        root = getattr(profile, "project_root", None)
+        if root:
+            SparkSessionConnectionManager._project_root = str(root)
+
+    @classmethod
+    def open(cls, connection: Connection) -> Connection:
+        if connection.state == ConnectionState.OPEN:
+            return connection
+        creds: SparkSessionCredentials = connection.credentials
+        settings = creds.session_settings(cls._project_root)
+        connection.handle = SessionConnectionWrapper(sessions.get_session(settings))
+        connection.state = ConnectionState.OPEN
+        return connection

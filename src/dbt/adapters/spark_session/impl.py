@@ -1,0 +1,117 @@
+"""The ``spark_session`` adapter: dbt-spark plus Python models in the session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Type
+
+from dbt.adapters.base import BaseRelation, PythonJobHelper, available
+from dbt.adapters.base.impl import AdapterTrackingRelationInfo
+from dbt.adapters.contracts.relation import RelationType
+from dbt.adapters.events.logging import AdapterLogger
+from dbt.adapters.spark.impl import SparkAdapter, SparkConfig
+from dbt.adapters.spark.python_submissions import (
+    AllPurposeClusterPythonJobHelper,
+    JobClusterPythonJobHelper,
+)
+
+from dbt.adapters.__about__ import version as base_adapter_version
+from dbt.adapters.spark_session import session as sessions
+from dbt.adapters.spark_session.__version__ import version as adapter_version
+from dbt.adapters.spark_session.connections import SparkSessionConnectionManager
+from dbt.adapters.spark_session.python_submissions import SessionPythonJobHelper
+
+logger = AdapterLogger("SparkSession")
+
+ICEBERG_INFORMATION = "Type: MANAGED\nProvider: iceberg\n"
+
+
+@dataclass
+class SparkSessionConfig(SparkConfig):
+    submission_method: str = "session"
+
+
+class SparkSessionAdapter(SparkAdapter):
+    """dbt-spark's adapter with two additions.
+
+    * Python models run in the dbt process's SparkSession (submission method
+      ``session``, the default); Databricks' methods stay available.
+    * Relation listing also asks the Iceberg catalog. With ``SparkSessionCatalog``
+      of type ``hadoop`` Iceberg tables live in the warehouse folder, not in the
+      metastore, so ``SHOW TABLE EXTENDED`` never lists them: dbt would think an
+      incremental model's table is missing and rebuild it on every run.
+    """
+
+    ConnectionManager = SparkSessionConnectionManager
+    AdapterSpecificConfigs = SparkSessionConfig
+
+    @classmethod
+    def type(cls) -> str:
+        return "spark_session"
+
+    @classmethod
+    def get_adapter_run_info(cls, config: Any) -> AdapterTrackingRelationInfo:
+        # dbt derives the module from the class name ("sparksession"); ours is spark_session
+        return AdapterTrackingRelationInfo(
+            adapter_name="spark_session",
+            base_adapter_version=base_adapter_version,
+            adapter_version=adapter_version,
+            model_adapter_details=cls._get_adapter_specific_run_info(config),
+        )
+
+    @property
+    def default_python_submission_method(self) -> str:
+        return "session"
+
+    @property
+    def python_submission_helpers(self) -> Dict[str, Type[PythonJobHelper]]:
+        return {
+            "session": SessionPythonJobHelper,
+            "job_cluster": JobClusterPythonJobHelper,
+            "all_purpose_cluster": AllPurposeClusterPythonJobHelper,
+        }
+
+    def _spark(self) -> Any:
+        return self.connections.get_thread_connection().handle.spark_session
+
+    @available
+    def iceberg_table_names(self, schema: str) -> List[str]:
+        """Names of the tables the Iceberg side of ``spark_catalog`` holds in ``schema``."""
+        spark = sessions.activate(self._spark())
+        jvm = spark._jvm
+        catalog = spark._jsparkSession.sessionState().catalogManager().catalog("spark_catalog")
+        if "SparkSessionCatalog" not in str(catalog.getClass().getName()):
+            return []
+        levels = spark.sparkContext._gateway.new_array(jvm.java.lang.String, 1)
+        levels[0] = schema
+        namespace = jvm.org.apache.iceberg.catalog.Namespace.of(levels)
+        try:
+            identifiers = catalog.icebergCatalog().listTables(namespace)
+        except Exception as exc:  # NoSuchNamespaceException: nothing stored yet
+            logger.debug(f"Iceberg listing of {schema} found nothing: {exc}")
+            return []
+        return [str(identifiers.get(i).name()) for i in range(identifiers.size())]
+
+    def list_relations_without_caching(self, schema_relation: BaseRelation) -> List[BaseRelation]:
+        relations = list(super().list_relations_without_caching(schema_relation))
+        listed = {r.identifier.lower() for r in relations if r.identifier}
+        for name in self.iceberg_table_names(schema_relation.schema):
+            if name.lower() in listed:
+                continue
+            relations.append(
+                self.Relation.create(
+                    schema=schema_relation.schema,
+                    identifier=name,
+                    type=RelationType.Table,
+                    information=ICEBERG_INFORMATION,
+                    is_iceberg=True,
+                )
+            )
+        return relations
+
+    def drop_schema(self, relation: BaseRelation) -> None:
+        """Drop the Iceberg tables first: ``drop schema ... cascade`` leaves them on disk."""
+        for name in self.iceberg_table_names(relation.schema):
+            target = self.Relation.create(schema=relation.schema, identifier=name)
+            self.execute(f"drop table if exists {target} purge")
+        super().drop_schema(relation)

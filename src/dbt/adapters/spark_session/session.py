@@ -1,0 +1,402 @@
+"""The in-process SparkSession behind the ``spark_session`` adapter.
+
+One SparkSession serves a whole dbt process: every SQL statement dbt sends and
+every Python model runs in it. Static Spark settings (jars, catalog, metastore)
+cannot change once the JVM is up, so the first connection fixes them and every
+later one must ask for the same warehouse.
+
+Two sessions share one SparkContext and one metastore:
+
+* the main session has Iceberg's SQL extensions (``CALL``, ``ALTER TABLE ...
+  WRITE ORDERED BY``) and runs everything except persistent-view DDL;
+* a twin without the extensions runs ``CREATE/ALTER/DROP VIEW``. Iceberg's
+  ``RewriteViewCommands`` sends view DDL on ``SparkSessionCatalog`` to the
+  Iceberg catalog, and a ``hadoop`` catalog has no views, so with the
+  extensions every view fails ("Creating a view is not supported by catalog:
+  spark_catalog") and ``DROP VIEW`` silently drops nothing. Views made by the
+  twin live in the Hive metastore and the main session reads them as usual.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import re
+import shutil
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from dbt_common.exceptions import DbtRuntimeError
+
+logger = logging.getLogger(__name__)
+
+ICEBERG_RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+SESSION_CATALOG = "org.apache.iceberg.spark.SparkSessionCatalog"
+WAREHOUSE_KEY = "spark.sql.catalog.spark_catalog.warehouse"
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+DRIVER_MEMORY_DEFAULT = "4g"
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """What a profile asks of the in-process SparkSession.
+
+    Args:
+        warehouse: folder that holds the Iceberg tables and the Derby metastore.
+        log_dir: folder for ``spark.log`` (Spark's own log, kept out of dbt's output).
+        server_side_parameters: Spark settings from the profile; they win over
+            every default below.
+    """
+
+    warehouse: Path
+    log_dir: Path
+    server_side_parameters: Dict[str, str] = field(default_factory=dict)
+
+
+def iceberg_runtime_jar() -> str:
+    """Path of the Iceberg Spark runtime jar shipped by snowpark-connect-deps-iceberg."""
+    try:
+        import snowpark_connect_deps_iceberg
+    except ImportError as exc:
+        raise DbtRuntimeError(
+            "spark_session: the Iceberg runtime jar comes from the Python package "
+            "`snowpark-connect-deps-iceberg==1.0.2`, which is not installed. "
+            "Run `make install` (or `pip install snowpark-connect-deps-iceberg==1.0.2`), "
+            "or set `spark.jars`/`spark.jars.packages` in server_side_parameters."
+        ) from exc
+    return str(snowpark_connect_deps_iceberg.get_jar_path(ICEBERG_RUNTIME_JAR))
+
+
+def default_conf(settings: SessionSettings) -> Dict[str, str]:
+    """The Spark settings applied when the profile does not set them."""
+    warehouse = str(settings.warehouse)
+    log_file = settings.log_dir / "spark.log"
+    java_options = (
+        f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()} "
+        f"-Ddbt_merge.spark_log={log_file} "
+        f"-Dderby.stream.error.file={settings.log_dir / 'derby.log'}"
+    )
+    return {
+        "spark.master": "local[*]",
+        "spark.app.name": "dbt_merge",
+        "spark.driver.memory": DRIVER_MEMORY_DEFAULT,
+        "spark.driver.extraJavaOptions": java_options,
+        "spark.sql.extensions": ICEBERG_EXTENSIONS,
+        "spark.sql.catalog.spark_catalog": SESSION_CATALOG,
+        "spark.sql.catalog.spark_catalog.type": "hadoop",
+        WAREHOUSE_KEY: warehouse,
+        "spark.sql.warehouse.dir": warehouse,
+        "spark.sql.catalogImplementation": "hive",
+        "spark.hadoop.javax.jdo.option.ConnectionURL": (
+            f"jdbc:derby:;databaseName={settings.warehouse / 'metastore_db'};create=true"
+        ),
+        "spark.sql.shuffle.partitions": str(max(2, os.cpu_count() or 2)),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+    }
+
+
+def resolve_conf(settings: SessionSettings) -> Dict[str, str]:
+    """Defaults, then the profile's settings on top; the Iceberg jar is added once."""
+    conf = default_conf(settings)
+    user = dict(settings.server_side_parameters)
+    if "spark.driver.extraJavaOptions" in user:
+        # keep the quiet logging unless the user brings a log4j config of their own
+        if "log4j2.configurationFile" not in user["spark.driver.extraJavaOptions"]:
+            user["spark.driver.extraJavaOptions"] = (
+                conf["spark.driver.extraJavaOptions"]
+                + " "
+                + user["spark.driver.extraJavaOptions"]
+            )
+    conf.update(user)
+    jars = [j for j in conf.get("spark.jars", "").split(",") if j]
+    packages = conf.get("spark.jars.packages", "")
+    if not any("iceberg-spark-runtime" in j for j in jars) and (
+        "iceberg-spark-runtime" not in packages
+    ):
+        jars.append(iceberg_runtime_jar())
+    conf["spark.jars"] = ",".join(jars)
+    return conf
+
+
+def java_executable() -> str:
+    """The java binary PySpark will start, or a clear error naming what to install."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        candidate = Path(java_home) / "bin" / "java"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+        raise DbtRuntimeError(
+            f"spark_session: JAVA_HOME is set to '{java_home}' but '{candidate}' is not "
+            "an executable java. Point JAVA_HOME at a Java 17 installation or unset it."
+        )
+    found = shutil.which("java")
+    if found:
+        return found
+    raise DbtRuntimeError(
+        "spark_session: Java was not found (JAVA_HOME is not set and `java` is not on "
+        "PATH). Spark 3.5 runs in the dbt process and needs Java 17: install it "
+        "(Debian/Ubuntu: `sudo apt-get install openjdk-17-jre-headless`; macOS: "
+        "`brew install openjdk@17`) or set JAVA_HOME."
+    )
+
+
+def java_major_version(java: str) -> Optional[int]:
+    """Major version of ``java`` (8, 11, 17 ...), or None if it cannot be read."""
+    try:
+        out = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=30
+        ).stderr
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    if not match:
+        return None
+    major = int(match.group(1))
+    return int(match.group(2)) if major == 1 and match.group(2) else major
+
+
+def prepare_warehouse(warehouse: Path) -> Path:
+    """Create the warehouse folder or say exactly why it cannot be used."""
+    path = warehouse.expanduser()
+    if path.exists() and not path.is_dir():
+        raise DbtRuntimeError(
+            f"spark_session: warehouse '{path}' exists but is not a folder. Set "
+            "`warehouse` in profiles.yml to a folder (it is created if missing)."
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".dbt_merge_write_probe"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        raise DbtRuntimeError(
+            f"spark_session: warehouse '{path}' cannot be used: {exc.strerror or exc}. "
+            "Set `warehouse` in profiles.yml to a writable folder."
+        ) from exc
+    return path.resolve()
+
+
+_lock = threading.Lock()
+_session: Any = None
+_session_warehouse: Optional[str] = None
+_view_sessions: Dict[int, Any] = {}
+
+
+def get_session(settings: SessionSettings) -> Any:
+    """The process's SparkSession, built on first use with ``settings``."""
+    global _session, _session_warehouse
+    with _lock:
+        warehouse = str(prepare_warehouse(settings.warehouse))
+        settings = SessionSettings(
+            warehouse=Path(warehouse),
+            log_dir=settings.log_dir,
+            server_side_parameters=settings.server_side_parameters,
+        )
+        conf = resolve_conf(settings)
+        if _session is None:
+            from pyspark.sql import SparkSession
+
+            running = SparkSession.getActiveSession()
+            if running is None:
+                running = _build_session(settings, conf)
+            _session = running
+            _session_warehouse = running.conf.get(WAREHOUSE_KEY, None)
+        wanted = conf.get(WAREHOUSE_KEY)
+        if _session_warehouse and wanted and _session_warehouse != wanted:
+            raise DbtRuntimeError(
+                f"spark_session: a SparkSession is already running in this process with "
+                f"warehouse '{_session_warehouse}', and this profile asks for '{wanted}'. "
+                "Static Spark settings cannot change inside one process: run dbt in a new "
+                "process or point `warehouse` at the running one."
+            )
+        return _session
+
+
+def _build_session(settings: SessionSettings, conf: Dict[str, str]) -> Any:
+    java = java_executable()
+    major = java_major_version(java)
+    if major is not None and major not in (11, 17, 21):
+        logger.warning("spark_session: Java %s found at %s; Spark 3.5 is tested on 17", major, java)
+    settings.log_dir.mkdir(parents=True, exist_ok=True)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    if conf.get("spark.sql.catalogImplementation") == "hive":
+        builder = builder.enableHiveSupport()
+    try:
+        return builder.getOrCreate()
+    except Exception as exc:  # the JVM did not start: say why, briefly
+        raise DbtRuntimeError(
+            f"spark_session: Spark could not start ({short_error(exc)}). "
+            f"Java: {java}. Spark's own log: {settings.log_dir / 'spark.log'}"
+        ) from exc
+
+
+def reset_for_tests() -> None:
+    """Forget the cached session handles (the JVM stays up)."""
+    global _session, _session_warehouse
+    with _lock:
+        _session = None
+        _session_warehouse = None
+        _view_sessions.clear()
+
+
+def activate(session: Any) -> Any:
+    """Make ``session`` the active one on this thread and return it.
+
+    Spark resolves ``spark_catalog`` through the thread's active SQLConf
+    (``CatalogManager.v2SessionCatalog``); dbt's worker threads have none, so a
+    direct JVM call there would see Spark's built-in catalog, not Iceberg's.
+    ``spark.sql()`` activates the session itself; everything else must call this.
+    """
+    session._jvm.org.apache.spark.sql.SparkSession.setActiveSession(session._jsparkSession)
+    return session
+
+
+def has_iceberg_extensions(session: Any) -> bool:
+    return ICEBERG_EXTENSIONS in session.conf.get("spark.sql.extensions", "")
+
+
+def view_session(session: Any) -> Any:
+    """A twin of ``session`` without SQL extensions, for persistent-view DDL."""
+    if not has_iceberg_extensions(session):
+        return session
+    with _lock:
+        twin = _view_sessions.get(id(session))
+        if twin is None:
+            from pyspark.sql import SparkSession
+
+            jvm = session._jvm
+            jss = session._jsparkSession
+            scala_none = getattr(getattr(jvm.scala, "None$"), "MODULE$")
+            options = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(
+                jvm.java.util.HashMap()
+            )
+            jtwin = jvm.org.apache.spark.sql.SparkSession(
+                jss.sparkContext(),
+                jvm.scala.Some(jss.sharedState()),
+                scala_none,
+                jvm.org.apache.spark.sql.SparkSessionExtensions(),
+                options,
+            )
+            twin = SparkSession(session.sparkContext, jtwin)
+            _view_sessions[id(session)] = twin
+        return twin
+
+
+_LEADING_COMMENTS = re.compile(r"^\s*(?:/\*.*?\*/\s*|--[^\n]*(?:\n|$)\s*)*", re.S)
+_VIEW_DDL = re.compile(r"(?:create\s+(?:or\s+replace\s+)?view|drop\s+view|alter\s+view)\b", re.I)
+
+
+def is_persistent_view_ddl(sql: str) -> bool:
+    """True for CREATE [OR REPLACE] VIEW, ALTER VIEW and DROP VIEW (not temporary views)."""
+    body = _LEADING_COMMENTS.sub("", sql, count=1)
+    return bool(_VIEW_DDL.match(body))
+
+
+def sql_literal(value: Any) -> str:
+    """A Spark SQL literal for a seed value; quotes and backslashes are escaped."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, Decimal)):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value) if value == value and abs(value) != float("inf") else f"'{value}'"
+    if isinstance(value, dt.datetime):
+        text = value.strftime("%Y-%m-%d %H:%M:%S.%f")
+    elif isinstance(value, dt.date):
+        text = value.isoformat()
+    else:
+        text = str(value)
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def bind(sql: str, bindings: Sequence[Any]) -> str:
+    """Substitute ``%s`` placeholders with escaped literals, in order."""
+    parts = sql.split("%s")
+    if len(parts) - 1 != len(bindings):
+        raise DbtRuntimeError(
+            f"spark_session: statement has {len(parts) - 1} placeholders but "
+            f"{len(bindings)} values were bound"
+        )
+    out = [parts[0]]
+    for value, rest in zip(bindings, parts[1:]):
+        out.append(sql_literal(value))
+        out.append(rest)
+    return "".join(out)
+
+
+def short_error(exc: BaseException) -> str:
+    """The message of a Spark/JVM error without the Java stack trace."""
+    java_exception = getattr(exc, "java_exception", None)
+    if java_exception is not None:  # a raw Py4JJavaError
+        try:
+            return str(java_exception.toString())
+        except Exception:  # the JVM is gone
+            pass
+    text = str(exc)
+    kept: List[str] = []
+    for line in text.splitlines():
+        if line.strip().startswith("at ") or line.startswith("JVM stacktrace"):
+            break
+        kept.append(line)
+    return "\n".join(kept).strip() or type(exc).__name__
+
+
+class SessionCursor:
+    """A DB-API-like cursor over the shared SparkSession."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+        self._df: Any = None
+        self._rows: Optional[List[Any]] = None
+
+    def execute(self, sql: str, bindings: Optional[Sequence[Any]] = None) -> None:
+        sql = sql.strip()
+        if sql.endswith(";"):
+            sql = sql[:-1]
+        if bindings:
+            sql = bind(sql, bindings)
+        target = view_session(self._session) if is_persistent_view_ddl(sql) else self._session
+        self._rows = None
+        try:
+            self._df = target.sql(sql)
+        except Exception as exc:
+            raise DbtRuntimeError(short_error(exc)) from None
+
+    def fetchall(self) -> Optional[List[Any]]:
+        if self._rows is None and self._df is not None:
+            try:
+                self._rows = self._df.collect()
+            except Exception as exc:
+                raise DbtRuntimeError(short_error(exc)) from None
+        return self._rows
+
+    def fetchone(self) -> Optional[Any]:
+        rows = self.fetchall()
+        return rows.pop(0) if rows else None
+
+    @property
+    def description(self) -> List[Tuple[Any, ...]]:
+        if self._df is None:
+            return []
+        return [
+            (f.name, f.dataType.simpleString(), None, None, None, None, f.nullable)
+            for f in self._df.schema.fields
+        ]
+
+    def close(self) -> None:
+        self._df = None
+        self._rows = None
