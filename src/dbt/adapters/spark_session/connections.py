@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any
 
 from dbt.adapters.contracts.connection import Connection, ConnectionState
 from dbt.adapters.spark.connections import (
@@ -30,7 +31,7 @@ class SparkSessionCredentials(SparkCredentials):
     """
 
     method: SparkConnectionMethod = SparkConnectionMethod.SESSION
-    host: Optional[str] = "localhost"
+    host: str | None = "localhost"
     warehouse: str = WAREHOUSE_DEFAULT
     log_dir: str = LOG_DIR_DEFAULT
 
@@ -51,10 +52,10 @@ class SparkSessionCredentials(SparkCredentials):
     def unique_field(self) -> str:
         return self.warehouse
 
-    def _connection_keys(self) -> Tuple[str, ...]:
+    def _connection_keys(self) -> tuple[str, ...]:
         return ("method", "schema", "warehouse", "log_dir")
 
-    def session_settings(self, project_root: Optional[str]) -> sessions.SessionSettings:
+    def session_settings(self, project_root: str | None) -> sessions.SessionSettings:
         root = Path(project_root) if project_root else Path.cwd()
         return sessions.SessionSettings(
             warehouse=_under(root, self.warehouse),
@@ -73,13 +74,13 @@ class SessionConnectionWrapper(SparkConnectionWrapper):
 
     def __init__(self, session: Any) -> None:
         self._spark = session
-        self._cursor: Optional[sessions.SessionCursor] = None
+        self._cursor: sessions.SessionCursor | None = None
 
     @property
     def spark_session(self) -> Any:
         return self._spark
 
-    def cursor(self) -> "SessionConnectionWrapper":
+    def cursor(self) -> SessionConnectionWrapper:
         self._cursor = sessions.SessionCursor(self._spark)
         return self
 
@@ -93,27 +94,27 @@ class SessionConnectionWrapper(SparkConnectionWrapper):
     def rollback(self, *args: Any, **kwargs: Any) -> None:
         """Spark has no transactions; Iceberg commits are atomic per statement."""
 
-    def fetchall(self) -> Optional[List[Any]]:
+    def fetchall(self) -> list[Any] | None:
         assert self._cursor, "Cursor not available"
         return self._cursor.fetchall()
 
-    def fetchone(self) -> Optional[Any]:
+    def fetchone(self) -> Any | None:
         assert self._cursor, "Cursor not available"
         return self._cursor.fetchone()
 
-    def execute(self, sql: str, bindings: Optional[Sequence[Any]] = None) -> None:
+    def execute(self, sql: str, bindings: Sequence[Any] | None = None) -> None:
         assert self._cursor, "Cursor not available"
         self._cursor.execute(sql, bindings)
 
     @property
-    def description(self) -> List[Tuple[Any, ...]]:
+    def description(self) -> list[tuple[Any, ...]]:
         assert self._cursor, "Cursor not available"
         return self._cursor.description
 
 
 class SparkSessionConnectionManager(SparkConnectionManager):
     TYPE = "spark_session"
-    _project_root: Optional[str] = None
+    _project_root: str | None = None
 
     def __init__(self, profile: Any, mp_context: Any) -> None:
         super().__init__(profile, mp_context)

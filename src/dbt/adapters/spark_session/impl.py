@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
-from typing import Any, Dict, List, Type
+from typing import Any
 
+from dbt.adapters.__about__ import version as base_adapter_version
 from dbt.adapters.base import BaseRelation, PythonJobHelper, available
 from dbt.adapters.base.impl import AdapterTrackingRelationInfo
 from dbt.adapters.contracts.relation import RelationType
@@ -15,7 +17,6 @@ from dbt.adapters.spark.python_submissions import (
     JobClusterPythonJobHelper,
 )
 
-from dbt.adapters.__about__ import version as base_adapter_version
 from dbt.adapters.spark_session import session as sessions
 from dbt.adapters.spark_session.__version__ import version as adapter_version
 from dbt.adapters.spark_session.connections import SparkSessionConnectionManager
@@ -64,7 +65,7 @@ class SparkSessionAdapter(SparkAdapter):
         return "session"
 
     @property
-    def python_submission_helpers(self) -> Dict[str, Type[PythonJobHelper]]:
+    def python_submission_helpers(self) -> dict[str, builtins.type[PythonJobHelper]]:
         return {
             "session": SessionPythonJobHelper,
             "job_cluster": JobClusterPythonJobHelper,
@@ -75,7 +76,7 @@ class SparkSessionAdapter(SparkAdapter):
         return self.connections.get_thread_connection().handle.spark_session
 
     @available
-    def iceberg_table_names(self, schema: str) -> List[str]:
+    def iceberg_table_names(self, schema: str) -> list[str]:
         """Names of the tables the Iceberg side of ``spark_catalog`` holds in ``schema``."""
         spark = sessions.activate(self._spark())
         jvm = spark._jvm
@@ -92,7 +93,7 @@ class SparkSessionAdapter(SparkAdapter):
             return []
         return [str(identifiers.get(i).name()) for i in range(identifiers.size())]
 
-    def list_relations_without_caching(self, schema_relation: BaseRelation) -> List[BaseRelation]:
+    def list_relations_without_caching(self, schema_relation: BaseRelation) -> list[BaseRelation]:
         relations = list(super().list_relations_without_caching(schema_relation))
         listed = {r.identifier.lower() for r in relations if r.identifier}
         for name in self.iceberg_table_names(schema_relation.schema):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import linecache
 import traceback
-from typing import Any, Dict
+from typing import Any
 
 from dbt.adapters.base import PythonJobHelper
 from dbt_common.exceptions import DbtRuntimeError
@@ -25,7 +25,7 @@ class SessionPythonJobHelper(PythonJobHelper):
     that node only and goes on with the rest of the run.
     """
 
-    def __init__(self, parsed_model: Dict[str, Any], credentials: SparkSessionCredentials) -> None:
+    def __init__(self, parsed_model: dict[str, Any], credentials: SparkSessionCredentials) -> None:
         self.parsed_model = parsed_model
         self.credentials = credentials
         self.name = parsed_model.get("alias") or parsed_model.get("name", "<model>")
@@ -41,7 +41,7 @@ class SessionPythonJobHelper(PythonJobHelper):
             compiled_code.splitlines(keepends=True),
             filename,
         )
-        namespace: Dict[str, Any] = {"__name__": f"dbt_model_{self.name}", "spark": spark}
+        namespace: dict[str, Any] = {"__name__": f"dbt_model_{self.name}", "spark": spark}
         spark.sparkContext.setJobDescription(f"dbt python model {self.unique_id}")
         try:
             exec(compile(compiled_code, filename, "exec"), namespace)

@@ -26,10 +26,11 @@ import re
 import shutil
 import subprocess
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -56,7 +57,7 @@ class SessionSettings:
 
     warehouse: Path
     log_dir: Path
-    server_side_parameters: Dict[str, str] = field(default_factory=dict)
+    server_side_parameters: dict[str, str] = field(default_factory=dict)
 
 
 def iceberg_runtime_jar() -> str:
@@ -73,7 +74,7 @@ def iceberg_runtime_jar() -> str:
     return str(snowpark_connect_deps_iceberg.get_jar_path(ICEBERG_RUNTIME_JAR))
 
 
-def default_conf(settings: SessionSettings) -> Dict[str, str]:
+def default_conf(settings: SessionSettings) -> dict[str, str]:
     """The Spark settings applied when the profile does not set them."""
     warehouse = str(settings.warehouse)
     log_file = settings.log_dir / "spark.log"
@@ -103,7 +104,7 @@ def default_conf(settings: SessionSettings) -> Dict[str, str]:
     }
 
 
-def resolve_conf(settings: SessionSettings) -> Dict[str, str]:
+def resolve_conf(settings: SessionSettings) -> dict[str, str]:
     """Defaults, then the profile's settings on top; the Iceberg jar is added once."""
     conf = default_conf(settings)
     user = dict(settings.server_side_parameters)
@@ -111,9 +112,7 @@ def resolve_conf(settings: SessionSettings) -> Dict[str, str]:
         # keep the quiet logging unless the user brings a log4j config of their own
         if "log4j2.configurationFile" not in user["spark.driver.extraJavaOptions"]:
             user["spark.driver.extraJavaOptions"] = (
-                conf["spark.driver.extraJavaOptions"]
-                + " "
-                + user["spark.driver.extraJavaOptions"]
+                conf["spark.driver.extraJavaOptions"] + " " + user["spark.driver.extraJavaOptions"]
             )
     conf.update(user)
     jars = [j for j in conf.get("spark.jars", "").split(",") if j]
@@ -148,12 +147,10 @@ def java_executable() -> str:
     )
 
 
-def java_major_version(java: str) -> Optional[int]:
+def java_major_version(java: str) -> int | None:
     """Major version of ``java`` (8, 11, 17 ...), or None if it cannot be read."""
     try:
-        out = subprocess.run(
-            [java, "-version"], capture_output=True, text=True, timeout=30
-        ).stderr
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
     except (OSError, subprocess.TimeoutExpired):
         return None
     match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
@@ -186,8 +183,8 @@ def prepare_warehouse(warehouse: Path) -> Path:
 
 _lock = threading.Lock()
 _session: Any = None
-_session_warehouse: Optional[str] = None
-_view_sessions: Dict[int, Any] = {}
+_session_warehouse: str | None = None
+_view_sessions: dict[int, Any] = {}
 
 
 def get_session(settings: SessionSettings) -> Any:
@@ -220,7 +217,7 @@ def get_session(settings: SessionSettings) -> Any:
         return _session
 
 
-def _build_session(settings: SessionSettings, conf: Dict[str, str]) -> Any:
+def _build_session(settings: SessionSettings, conf: dict[str, str]) -> Any:
     java = java_executable()
     major = java_major_version(java)
     if major is not None and major not in (11, 17, 21):
@@ -332,7 +329,7 @@ def bind(sql: str, bindings: Sequence[Any]) -> str:
             f"{len(bindings)} values were bound"
         )
     out = [parts[0]]
-    for value, rest in zip(bindings, parts[1:]):
+    for value, rest in zip(bindings, parts[1:], strict=True):
         out.append(sql_literal(value))
         out.append(rest)
     return "".join(out)
@@ -347,7 +344,7 @@ def short_error(exc: BaseException) -> str:
         except Exception:  # the JVM is gone
             pass
     text = str(exc)
-    kept: List[str] = []
+    kept: list[str] = []
     for line in text.splitlines():
         if line.strip().startswith("at ") or line.startswith("JVM stacktrace"):
             break
@@ -361,9 +358,9 @@ class SessionCursor:
     def __init__(self, session: Any) -> None:
         self._session = session
         self._df: Any = None
-        self._rows: Optional[List[Any]] = None
+        self._rows: list[Any] | None = None
 
-    def execute(self, sql: str, bindings: Optional[Sequence[Any]] = None) -> None:
+    def execute(self, sql: str, bindings: Sequence[Any] | None = None) -> None:
         sql = sql.strip()
         if sql.endswith(";"):
             sql = sql[:-1]
@@ -376,7 +373,7 @@ class SessionCursor:
         except Exception as exc:
             raise DbtRuntimeError(short_error(exc)) from None
 
-    def fetchall(self) -> Optional[List[Any]]:
+    def fetchall(self) -> list[Any] | None:
         if self._rows is None and self._df is not None:
             try:
                 self._rows = self._df.collect()
@@ -384,12 +381,12 @@ class SessionCursor:
                 raise DbtRuntimeError(short_error(exc)) from None
         return self._rows
 
-    def fetchone(self) -> Optional[Any]:
+    def fetchone(self) -> Any | None:
         rows = self.fetchall()
         return rows.pop(0) if rows else None
 
     @property
-    def description(self) -> List[Tuple[Any, ...]]:
+    def description(self) -> list[tuple[Any, ...]]:
         if self._df is None:
             return []
         return [

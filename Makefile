@@ -1,0 +1,44 @@
+# dbt_merge: the two commands of the README are `make run` and `make test`.
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+DBT    := $(BIN)/dbt
+DBT_ARGS := --project-dir . --profiles-dir .
+
+export DBT_SEND_ANONYMOUS_USAGE_STATS := false
+export SPARK_LOCAL_IP ?= 127.0.0.1
+
+.PHONY: run test install check-java docs lint clean
+
+## run: install if needed, then the demo `dbt build` (seeds, models, tests) on embedded Spark
+run: install check-java
+	$(DBT) build $(DBT_ARGS)
+
+## test: install if needed, then the whole suite (pytest: unit, dbt functional, peer suite, demo build)
+test: install check-java
+	$(BIN)/python -m pytest
+
+## docs: dbt docs generate for the local target
+docs: install check-java
+	$(DBT) docs generate $(DBT_ARGS)
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml requirements/constraints.txt
+	@command -v $(PYTHON) >/dev/null 2>&1 || { \
+	  echo "$(PYTHON) was not found. dbt_merge needs Python 3.11 (set PYTHON=/path/to/python3.11)." >&2; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt \
+	  -e ".[test]" --config-settings editable_mode=compat
+	@touch $(STAMP)
+
+check-java:
+	@scripts/check_java.sh
+
+lint: install
+	$(BIN)/ruff check src tests python_models
+
+clean:
+	rm -rf target dbt_packages logs warehouse

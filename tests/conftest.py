@@ -1,0 +1,57 @@
+"""Shared fixtures: one SparkSession and one Iceberg warehouse for the whole run.
+
+dbt runs in this process (dbt-tests-adapter's ``run_dbt``, ``dbtRunner``), so every
+dbt invocation and every direct Spark check uses the same session, started once.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from dbt.adapters.spark_session import session as sessions
+
+pytest_plugins = ["dbt.tests.fixtures.project"]
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_DIR = Path(tempfile.mkdtemp(prefix="dbt_merge_tests_"))
+WAREHOUSE = RUN_DIR / "warehouse"
+LOG_DIR = RUN_DIR / "logs"
+SPARK_SETTINGS = {
+    "spark.master": "local[2]",
+    "spark.sql.shuffle.partitions": "1",
+    "spark.default.parallelism": "2",
+    "spark.driver.memory": "2g",
+}
+
+os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ["DBT_MERGE_WAREHOUSE"] = str(WAREHOUSE)
+
+
+def session_settings() -> sessions.SessionSettings:
+    return sessions.SessionSettings(
+        warehouse=WAREHOUSE, log_dir=LOG_DIR, server_side_parameters=dict(SPARK_SETTINGS)
+    )
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The run's SparkSession (the same one dbt uses)."""
+    return sessions.get_session(session_settings())
+
+
+@pytest.fixture(scope="class")
+def dbt_profile_target():
+    return {
+        "type": "spark_session",
+        "method": "session",
+        "schema": "dbt_merge_test",
+        "threads": 2,
+        "warehouse": str(WAREHOUSE),
+        "log_dir": str(LOG_DIR),
+        "server_side_parameters": dict(SPARK_SETTINGS),
+    }
