@@ -7,18 +7,21 @@ partitioning or the number of executors.
 
 Two ways to the same answer:
 
-* **driver** (graphs up to ``max_driver_edges`` edges, default 20M): the edges, as
-  two int64 columns, come to the driver through Arrow and scipy's
-  ``connected_components`` labels them in one linear pass. 16 bytes an edge.
-* **distributed** (larger graphs): min-label hooking with pointer jumping and graph
-  contraction. Each round every node points at the smallest of itself and its
-  neighbours (ids are 64-bit hashes, so "smallest" is a random order), the pointers
-  are shortcut once, and every edge is renamed to its endpoints' pointers; edges
-  inside one tree vanish. A node that is not a local minimum leaves the graph in
-  that round, and a local minimum always absorbs a neighbour, so the graph shrinks
-  geometrically: rounds grow with log(n), not with the diameter (a 100k-node chain
-  takes a handful of rounds). Lineage is cut after every round (checkpoint), and the
-  parent pointers are resolved at the end by pointer jumping.
+* **driver** (graphs up to ``max_driver_edges`` edge rows, default 10M): the
+  name pairs come to the driver through Arrow, ``pandas.factorize`` numbers the
+  names exactly, scipy's ``connected_components`` labels them in one linear pass
+  and the result goes back as one DataFrame. No shuffle; roughly 150 bytes of
+  driver (Python) memory an edge.
+* **distributed** (larger graphs): names are hashed to 64-bit ids (dense ids if two
+  collide), then min-label hooking with pointer jumping and graph contraction.
+  Each round every node hooks to the smallest of itself and its neighbours (a
+  random order, since ids are hashes), hooks are followed to their roots (local
+  minima) by pointer jumping, and every edge is renamed to its endpoints' roots;
+  edges inside one tree vanish. Every non-minimum leaves the graph in that round
+  and every remaining minimum has absorbed a neighbour, so the graph shrinks
+  geometrically: rounds grow with log(n), not with the diameter. Every
+  intermediate is materialized (lineage cut), and the parent pointers of all
+  rounds are resolved at the end by pointer jumping.
 
 Null endpoints are ignored: an edge ``(a, null)`` keeps ``a`` as a node of its own.
 """
@@ -32,9 +35,11 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from dbt_merge.spark_utils import materialize
+
 logger = logging.getLogger(__name__)
 
-MAX_DRIVER_EDGES_DEFAULT = 20_000_000
+MAX_DRIVER_EDGES_DEFAULT = 10_000_000
 MAX_ROUNDS_DEFAULT = 100
 
 
@@ -73,7 +78,7 @@ def connected_components(
         dst: column of the other endpoint.
         node_col: name of the output's node column.
         component_col: name of the output's component column.
-        max_driver_edges: graphs with at most this many edges are solved on the
+        max_driver_edges: graphs with at most this many edge rows are solved on the
             driver; larger ones (or 0 to force it) with the distributed algorithm.
         max_rounds: the distributed algorithm fails rather than loop past this.
         stats: a ``ClosureStats`` to fill in (method, sizes, rounds, seconds).
@@ -94,49 +99,18 @@ def connected_components(
     stats = stats if stats is not None else ClosureStats()
     spark = edges.sparkSession
 
-    # 1. string nodes -> 64-bit ids; self-edges keep nodes whose other end is null
+    # self-edges keep the nodes whose other end is null
     pairs = edges.select(F.col(src).cast("string").alias("s"), F.col(dst).cast("string").alias("d"))
     pairs = pairs.where(F.col("s").isNotNull() | F.col("d").isNotNull()).select(
         F.coalesce("s", "d").alias("s"), F.coalesce("d", "s").alias("d")
     )
-    nodes = (
-        pairs.select(F.col("s").alias("node"))
-        .union(pairs.select(F.col("d").alias("node")))
-        .distinct()
-        .withColumn("nid", F.xxhash64("node"))
-    )
-    nodes = _materialize(nodes)
-    counts = nodes.agg(F.count(F.lit(1)).alias("n"), F.countDistinct("nid").alias("ids")).first()
-    stats.nodes = int(counts["n"])
-    if counts["n"] == counts["ids"]:
-        hashed = pairs.select(F.xxhash64("s").alias("a"), F.xxhash64("d").alias("b"))
-    else:
-        logger.info("closure: 64-bit id collision among %s nodes; using dense ids", counts["n"])
-        nodes = _materialize(_dense_ids(nodes))
-        hashed = (
-            pairs.join(nodes.withColumnRenamed("node", "s").withColumnRenamed("nid", "a"), "s")
-            .join(nodes.withColumnRenamed("node", "d").withColumnRenamed("nid", "b"), "d")
-            .select("a", "b")
-        )
-    int_edges = _materialize(_canonical(hashed))
-    stats.edges = int_edges.count()
-
-    # 2. root of every node that has an edge
+    stats.edges = pairs.count()
     if stats.edges <= max_driver_edges:
-        stats.method = "driver"
-        roots = _driver_roots(spark, int_edges)
-        stats.rounds = 1
+        stats.method, stats.rounds = "driver", 1
+        labelled = _driver_components(spark, pairs, node_col, component_col, stats)
     else:
         stats.method = "distributed"
-        roots, stats.rounds = _distributed_roots(int_edges, max_rounds)
-
-    # 3. label each component by its smallest node name
-    labelled = (
-        nodes.join(roots, "nid", "left")
-        .select("node", F.coalesce("root", "nid").alias("root"))
-        .withColumn(component_col, F.min("node").over(Window.partitionBy("root")))
-        .select(F.col("node").alias(node_col), component_col)
-    )
+        labelled = _distributed_components(pairs, node_col, component_col, max_rounds, stats)
     stats.seconds = time.monotonic() - started
     logger.info(
         "closure: %s nodes, %s edges, %s rounds (%s) in %.1fs",
@@ -178,23 +152,6 @@ def _validate(
         raise ClosureError(f"'max_rounds' is set to {max_rounds!r} but must be > 0")
 
 
-def _materialize(df: DataFrame) -> DataFrame:
-    """Compute ``df`` once and cut its lineage *and* its size estimate.
-
-    ``Dataset.localCheckpoint`` keeps the original plan's statistics, and a join's
-    estimate is the product of its inputs': carried from round to round the
-    estimate's BigInt grows exponentially and planning alone takes minutes after a
-    few rounds (Spark 3.5, ``LogicalRDD.fromDataset``). A DataFrame rebuilt from the
-    locally checkpointed JVM rows starts with fresh statistics; no row passes
-    through Python.
-    """
-    rows = df._jdf.javaRDD()
-    rows.rdd().localCheckpoint()
-    rows.count()
-    spark = df.sparkSession
-    return DataFrame(spark._jsparkSession.createDataFrame(rows, df._jdf.schema()), spark)
-
-
 def _canonical(pairs: DataFrame) -> DataFrame:
     """Undirected edges as (smaller id, larger id), deduplicated; self-edges kept once."""
     return pairs.select(F.least("a", "b").alias("a"), F.greatest("a", "b").alias("b")).distinct()
@@ -206,31 +163,75 @@ def _dense_ids(nodes: DataFrame) -> DataFrame:
     return indexed.toDF(["node", "nid"])
 
 
-def _driver_roots(spark, int_edges: DataFrame) -> DataFrame:
+def _driver_components(
+    spark, pairs: DataFrame, node_col: str, component_col: str, stats: ClosureStats
+) -> DataFrame:
+    """Everything on the driver: names through Arrow, exact ids from pandas.factorize."""
     import numpy as np
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components as scipy_components
 
+    schema = f"`{node_col}` string, `{component_col}` string"
     arrow_key = "spark.sql.execution.arrow.pyspark.enabled"
     previous = spark.conf.get(arrow_key, "false")
     spark.conf.set(arrow_key, "true")
     try:
-        frame = int_edges.toPandas()
-        a = frame["a"].to_numpy(dtype=np.int64)
-        b = frame["b"].to_numpy(dtype=np.int64)
-        ids, dense = np.unique(np.concatenate([a, b]), return_inverse=True)
-        m = len(a)
+        frame = pairs.toPandas()
+        codes, names = pd.factorize(pd.concat([frame["s"], frame["d"]], ignore_index=True))
+        m, n = len(frame), len(names)
+        stats.nodes = n
+        if n == 0:
+            return spark.createDataFrame([], schema)
         graph = coo_matrix(
-            (np.ones(m, dtype=np.int8), (dense[:m], dense[m:])), shape=(len(ids), len(ids))
+            (np.ones(m, dtype=np.int8), (codes[:m], codes[m:])), shape=(n, n)
         ).tocsr()
-        _, labels = scipy_components(graph, directed=False)
-        # any member's id names the component; step 3 relabels by node name
-        _, first_member = np.unique(labels, return_index=True)
-        roots = pd.DataFrame({"nid": ids, "root": ids[first_member[labels]]})
-        return _materialize(spark.createDataFrame(roots, "nid long, root long"))
+        count, labels = scipy_components(graph, directed=False)
+        # smallest name per component: rank names by byte order (= Spark's string order)
+        order = pc.sort_indices(pa.array(names, type=pa.string())).to_numpy()
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n)
+        smallest = np.full(count, n, dtype=np.int64)
+        np.minimum.at(smallest, labels, rank)
+        out = pd.DataFrame({node_col: names, component_col: names[order[smallest[labels]]]})
+        return spark.createDataFrame(out, schema)
     finally:
         spark.conf.set(arrow_key, previous)
+
+
+def _distributed_components(
+    pairs: DataFrame, node_col: str, component_col: str, max_rounds: int, stats: ClosureStats
+) -> DataFrame:
+    """Names hashed to 64-bit ids (dense ids if two collide), then rounds in Spark."""
+    nodes = (
+        pairs.select(F.col("s").alias("node"))
+        .union(pairs.select(F.col("d").alias("node")))
+        .distinct()
+        .withColumn("nid", F.xxhash64("node"))
+    )
+    nodes = materialize(nodes)
+    counts = nodes.agg(F.count(F.lit(1)).alias("n"), F.countDistinct("nid").alias("ids")).first()
+    stats.nodes = int(counts["n"])
+    if counts["n"] == counts["ids"]:
+        hashed = pairs.select(F.xxhash64("s").alias("a"), F.xxhash64("d").alias("b"))
+    else:
+        logger.info("closure: 64-bit id collision among %s nodes; using dense ids", counts["n"])
+        nodes = materialize(_dense_ids(nodes))
+        hashed = (
+            pairs.join(nodes.withColumnRenamed("node", "s").withColumnRenamed("nid", "a"), "s")
+            .join(nodes.withColumnRenamed("node", "d").withColumnRenamed("nid", "b"), "d")
+            .select("a", "b")
+        )
+    roots, stats.rounds = _distributed_roots(materialize(_canonical(hashed)), max_rounds)
+    # label each component by its smallest node name
+    return (
+        nodes.join(roots, "nid", "left")
+        .select("node", F.coalesce("root", "nid").alias("root"))
+        .withColumn(component_col, F.min("node").over(Window.partitionBy("root")))
+        .select(F.col("node").alias(node_col), component_col)
+    )
 
 
 def _distributed_roots(int_edges: DataFrame, max_rounds: int) -> tuple[DataFrame, int]:
@@ -263,7 +264,7 @@ def _distributed_roots(int_edges: DataFrame, max_rounds: int) -> tuple[DataFrame
             .join(pb, "b", "left")
             .select(F.coalesce("pa", "a").alias("a"), F.coalesce("pb", "b").alias("b"))
         )
-        graph = _materialize(_canonical(renamed).where(F.col("a") != F.col("b")))
+        graph = materialize(_canonical(renamed).where(F.col("a") != F.col("b")))
         logger.info("closure round %d: %d edges left", rounds, graph.count())
 
     if not moved:
@@ -274,7 +275,7 @@ def _distributed_roots(int_edges: DataFrame, max_rounds: int) -> tuple[DataFrame
     for step in moved[1:]:
         parent = parent.union(step)
     parent = parent.select(F.col("nid").alias("x"), F.col("root").alias("p"))
-    return _resolve(_materialize(parent)), rounds
+    return _resolve(materialize(parent)), rounds
 
 
 def _resolve(parent: DataFrame) -> DataFrame:
@@ -293,7 +294,7 @@ def _resolve(parent: DataFrame) -> DataFrame:
             F.coalesce(F.col("n.root"), F.col("c.root")).alias("root"),
             F.col("n.root").isNotNull().alias("moved"),
         )
-        nxt = _materialize(nxt)
+        nxt = materialize(nxt)
         if nxt.where("moved").isEmpty():
             return nxt.select("nid", "root")
         current = nxt.select("nid", "root")

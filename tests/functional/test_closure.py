@@ -57,6 +57,7 @@ CASES = [
     ("null end keeps the other node alone", [("lonely", None), (None, None), ("a", "b")]),
     ("star through a value node", [(f"e{i}", "v:x") for i in range(5)]),
     ("label is the smallest name, not the first seen", [("z", "m"), ("m", "b"), ("q", "z")]),
+    ("byte order: 'Zulu' < 'zeta' < 'éclair'", [("zeta", "éclair"), ("éclair", "Zulu")]),
 ]
 
 
