@@ -9,7 +9,7 @@ DBT_ARGS := --project-dir . --profiles-dir .
 export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: run test install check-java docs lint clean
+.PHONY: run test install check-java docs bench lint clean
 
 ## run: install if needed, then the demo `dbt build` (seeds, models, tests) on embedded Spark
 run: install check-java
@@ -22,6 +22,10 @@ test: install check-java
 ## docs: dbt docs generate for the local target
 docs: install check-java
 	$(DBT) docs generate $(DBT_ARGS)
+
+## bench: the closure benchmark (BENCH_ARGS="--sizes 1000000 --no-baseline" for a quick one)
+bench: install check-java
+	$(BIN)/python bench/closure_bench.py $(BENCH_ARGS)
 
 install: $(STAMP)
 
@@ -38,7 +42,7 @@ check-java:
 	@scripts/check_java.sh
 
 lint: install
-	$(BIN)/ruff check src tests python_models
+	$(BIN)/ruff check src tests python_models bench
 
 clean:
 	rm -rf target dbt_packages logs warehouse

@@ -27,7 +27,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -188,26 +188,26 @@ _view_sessions: dict[int, Any] = {}
 
 
 def get_session(settings: SessionSettings) -> Any:
-    """The process's SparkSession, built on first use with ``settings``."""
+    """The process's SparkSession, built on first use with ``settings``.
+
+    Later calls (every connection, every Python model) only check that they ask
+    for the warehouse the running session has.
+    """
     global _session, _session_warehouse
     with _lock:
-        warehouse = str(prepare_warehouse(settings.warehouse))
-        settings = SessionSettings(
-            warehouse=Path(warehouse),
-            log_dir=settings.log_dir,
-            server_side_parameters=settings.server_side_parameters,
-        )
-        conf = resolve_conf(settings)
         if _session is None:
             from pyspark.sql import SparkSession
 
+            settings = replace(settings, warehouse=prepare_warehouse(settings.warehouse))
             running = SparkSession.getActiveSession()
             if running is None:
-                running = _build_session(settings, conf)
+                running = _build_session(settings, resolve_conf(settings))
             _session = running
             _session_warehouse = running.conf.get(WAREHOUSE_KEY, None)
-        wanted = conf.get(WAREHOUSE_KEY)
-        if _session_warehouse and wanted and _session_warehouse != wanted:
+        wanted = settings.server_side_parameters.get(WAREHOUSE_KEY) or str(
+            settings.warehouse.expanduser().resolve()
+        )
+        if _session_warehouse and _session_warehouse != wanted:
             raise DbtRuntimeError(
                 f"spark_session: a SparkSession is already running in this process with "
                 f"warehouse '{_session_warehouse}', and this profile asks for '{wanted}'. "
@@ -237,15 +237,6 @@ def _build_session(settings: SessionSettings, conf: dict[str, str]) -> Any:
             f"spark_session: Spark could not start ({short_error(exc)}). "
             f"Java: {java}. Spark's own log: {settings.log_dir / 'spark.log'}"
         ) from exc
-
-
-def reset_for_tests() -> None:
-    """Forget the cached session handles (the JVM stays up)."""
-    global _session, _session_warehouse
-    with _lock:
-        _session = None
-        _session_warehouse = None
-        _view_sessions.clear()
 
 
 def activate(session: Any) -> Any:
@@ -279,6 +270,9 @@ def view_session(session: Any) -> Any:
             options = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(
                 jvm.java.util.HashMap()
             )
+            # SparkSession's full constructor is private[sql] in Scala but public in
+            # the bytecode (Spark 3.5): a new session state, the same SharedState
+            # (SparkContext, metastore, cache) and no extensions.
             jtwin = jvm.org.apache.spark.sql.SparkSession(
                 jss.sparkContext(),
                 jvm.scala.Some(jss.sharedState()),
