@@ -54,7 +54,6 @@ class ClosureStats:
     method: str = ""
     edges: int = 0
     nodes: int = 0
-    components: int = 0
     rounds: int = 0
     seconds: float = 0.0
 
