@@ -264,7 +264,8 @@ def _distributed_roots(int_edges: DataFrame, max_rounds: int) -> tuple[DataFrame
             .select(F.coalesce("pa", "a").alias("a"), F.coalesce("pb", "b").alias("b"))
         )
         graph = materialize(_canonical(renamed).where(F.col("a") != F.col("b")))
-        logger.info("closure round %d: %d edges left", rounds, graph.count())
+        if logger.isEnabledFor(logging.INFO):  # the count is a Spark job of its own
+            logger.info("closure round %d: %d edges left", rounds, graph.count())
 
     if not moved:
         empty = int_edges.sparkSession.createDataFrame([], "nid long, root long")
