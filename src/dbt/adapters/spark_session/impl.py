@@ -21,6 +21,7 @@ from dbt.adapters.spark_session import session as sessions
 from dbt.adapters.spark_session.__version__ import version as adapter_version
 from dbt.adapters.spark_session.connections import SparkSessionConnectionManager
 from dbt.adapters.spark_session.python_submissions import SessionPythonJobHelper
+from dbt_merge.expressions import inspect_expression
 
 logger = AdapterLogger("SparkSession")
 
@@ -92,6 +93,16 @@ class SparkSessionAdapter(SparkAdapter):
             logger.debug(f"Iceberg listing of {schema} found nothing: {exc}")
             return []
         return [str(identifiers.get(i).name()) for i in range(identifiers.size())]
+
+    @available
+    def dbt_merge_inspect_expression(self, sql: str) -> dict[str, Any]:
+        """sqlglot's view of a merge operand; functions it does not know are asked of Spark.
+
+        The dbt_merge macros call this (through ``spark_session__inspect_expression``) to
+        reject anything that is not a pure row expression at compile time.
+        """
+        spark = sessions.activate(self._spark())
+        return inspect_expression(sql, function_exists=spark.catalog.functionExists)
 
     def list_relations_without_caching(self, schema_relation: BaseRelation) -> list[BaseRelation]:
         relations = list(super().list_relations_without_caching(schema_relation))

@@ -1,0 +1,35 @@
+"""Shared pieces of the entity merge functional tests: a merge is three models."""
+
+from __future__ import annotations
+
+from tests.conftest import ROOT
+
+PACKAGES = {"packages": [{"local": str(ROOT)}]}
+
+
+def merge_models(name: str, materialized: str = "table") -> dict[str, str]:
+    """The edges, components and merged models of the merge `name`."""
+    if materialized == "incremental":
+        config = (
+            "{{ config(materialized='incremental', incremental_strategy='merge',"
+            " unique_key='_id') }}"
+        )
+    else:
+        config = "{{ config(materialized='table') }}"
+    return {
+        f"{name}_edges.sql": f"{{{{ dbt_merge.equality_edges('{name}') }}}}",
+        f"{name}_components.py": (
+            "from dbt_merge.entity_merge import entity_components\n\n\n"
+            "def model(dbt, session):\n"
+            "    dbt.config(materialized='table')\n"
+            f"    return entity_components(dbt.ref('{name}_edges'))\n"
+        ),
+        f"{name}.sql": (
+            f"{config}\n{{{{ dbt_merge.merge_entities('{name}', ref('{name}_components')) }}}}"
+        ),
+    }
+
+
+def merge_vars(**merges: dict) -> dict:
+    """`vars:` holding the given entity merges."""
+    return {"vars": {"dbt_merge": {"entity_merges": merges}}}
