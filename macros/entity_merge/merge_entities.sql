@@ -350,7 +350,7 @@ from numbered
 {#-- max_merged: a component larger than the limit fails the model before anything is written. --#}
 {% macro _check_max_merged(spec, components) %}
     {% set check -%}
-        select component, count(*) as member_count, slice(sort_array(collect_list(node)), 1, 5) as sample
+        select component, count(*) as member_count, array_join(slice(sort_array(collect_list(node)), 1, 5), ', ') as sample
         from {{ components }}
         where not startswith(node, '=')
         group by component
@@ -361,6 +361,6 @@ from numbered
     {% set found = run_query(check) %}
     {% if found.rows | length > 0 %}
         {% set row = found.rows[0] %}
-        {% do dbt_merge._entity_merge_error(spec.name, 'max_merged', 'a component has ' ~ row[1] ~ ' members, more than max_merged = ' ~ spec.max_merged ~ '. Some of its members (<offset>|<id>): ' ~ (row[2] | join(', ')) ~ '. Check the equality rules for a value shared by too many entities, or raise max_merged') %}
+        {% do dbt_merge._entity_merge_error(spec.name, 'max_merged', 'a component has ' ~ row[1] ~ ' members, more than max_merged = ' ~ spec.max_merged ~ '. Some of its members (<offset>|<id>): ' ~ row[2] ~ '. Check the equality rules for a value shared by too many entities, or raise max_merged') %}
     {% endif %}
 {% endmacro %}

@@ -68,7 +68,10 @@ def inspect_expression(
         result["error"] = "not one expression: it holds several statements"
         return result
     root = parsed[0]
-    if not isinstance(root, exp.Condition) or isinstance(root, exp.Query):
+    if isinstance(root, (exp.Query, exp.Subquery)):
+        result["error"] = "not a row expression: it is a subquery"
+        return result
+    if not isinstance(root, exp.Condition):
         result["error"] = f"not an expression: it parses as a {root.key.upper()} statement"
         return result
     for node in root.walk():

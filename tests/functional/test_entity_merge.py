@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from dbt.tests.util import run_dbt
+from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from tests.functional.entity_merge_fixtures import PACKAGES, merge_models, merge_vars
 
@@ -85,3 +85,360 @@ class TestSesamExample:
         assert typed[1] == ([2], None, None), "a property no member has is null"
         for _id, entity in rows(spark, f"select `_id`, entity from {project.test_schema}.sesam"):
             json.loads(entity)
+
+
+# SPEC §1 strategy example: {"x":1}, {"y":[2,1]}, {"y":2,"z":[3,3]} merged in this order.
+# `_k` is the join key: columns starting with _ are not properties.
+STRATEGY_MODELS = {
+    "strat_1.sql": "select 'e1' as _id, 'k' as _k, 1 as x",
+    "strat_2.sql": "select 'e2' as _id, 'k' as _k, array(2, 1) as y",
+    "strat_3.sql": "select 'e3' as _id, 'k' as _k, 2 as y, array(3, 3) as z",
+    # null, empty and array operands
+    "arr_a.sql": """
+        select * from values
+            ('a1', array('x', 'Y')), ('a2', array()), ('a3', null), ('a4', array('', null))
+            as t(_id, tags)
+    """,
+    "arr_b.sql": """
+        select * from values ('b1', 'y'), ('b2', ''), ('b3', null), ('b4', 'z') as t(_id, tag)
+    """,
+    # inputs that already carry $ids (merged output merged again)
+    "pre_merged.sql": "select 'm1' as _id, array('p', 'q') as `$ids`, 'k1' as key",
+    "plain.sql": "select 'r' as _id, 'k1' as key",
+    # overlapping equality sets collapse into one set
+    "set_a.sql": "select 'a1' as _id, 1 as x",
+    "set_b.sql": "select 'b1' as _id, 9 as x",
+    "set_c.sql": "select 'c1' as _id, 8 as y",
+    "set_d.sql": "select 'd1' as _id, 1 as y",
+}
+STRATEGY_DATASETS = ["strat_1 a", "strat_2 b", "strat_3 c"]
+STRATEGY_SET = [["a._k", "b._k", "c._k"]]
+
+
+class TestMergeSemantics:
+    """Strategies, identity first, null/empty/array operands, $ids passthrough, sets."""
+
+    merges = {
+        "strat_default": {"datasets": STRATEGY_DATASETS, "equality_sets": STRATEGY_SET},
+        "strat_compact": {
+            "datasets": STRATEGY_DATASETS,
+            "equality_sets": STRATEGY_SET,
+            "strategy": "compact",
+        },
+        "strat_list": {
+            "datasets": STRATEGY_DATASETS,
+            "equality_sets": STRATEGY_SET,
+            "strategy": "list",
+        },
+        "strat_first": {
+            "datasets": STRATEGY_DATASETS,
+            "equality_sets": STRATEGY_SET,
+            "identity": "first",
+        },
+        "arrays": {
+            "datasets": ["arr_a a", "arr_b b"],
+            "equality": [["eq", ["lower", "a.tags"], ["lower", "b.tag"]]],
+            "strategy": "compact",
+        },
+        "passthrough": {
+            "datasets": ["pre_merged m", "plain p"],
+            "equality": [["eq", "m.key", "p.key"]],
+        },
+        "collapse": {
+            "datasets": ["set_a a", "set_b b", "set_c c", "set_d d"],
+            "equality_sets": [["a.x", "b.x", "c.y"], ["c.y", "d.y"]],
+        },
+    }
+
+    @pytest.fixture(scope="class")
+    def packages(self):
+        return PACKAGES
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        models = dict(STRATEGY_MODELS)
+        for name in self.merges:
+            models.update(merge_models(name))
+        return models
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return {**merge_vars(**self.merges), "models": {"+file_format": "iceberg"}}
+
+    @pytest.fixture(scope="class")
+    def built(self, project):
+        run_dbt(["deps"])
+        run_dbt(["run"])
+        return project.test_schema
+
+    def entities(self, spark, schema, merge):
+        return rows(
+            spark,
+            f"select `_id`, `$ids`, `$deleted`, entity from {schema}.{merge} order by `_updated`",
+        )
+
+    def test_default_keeps_duplicates_and_flattens_lists(self, built, spark):
+        assert self.entities(spark, built, "strat_default") == [
+            ("0|e1|1|e2|2|e3", ["e1", "e2", "e3"], False, '{"x":1,"y":[2,1,2],"z":[3,3]}')
+        ]
+        typed = rows(spark, f"select x, y, z from {built}.strat_default")
+        assert typed == [([1], [2, 1, 2], [3, 3])], "typed columns hold every value in order"
+
+    def test_compact_removes_duplicates_and_unwraps_single_values(self, built, spark):
+        assert self.entities(spark, built, "strat_compact") == [
+            ("0|e1|1|e2|2|e3", ["e1", "e2", "e3"], False, '{"x":1,"y":[2,1],"z":3}')
+        ]
+        assert rows(spark, f"select y, z from {built}.strat_compact") == [([2, 1], [3])]
+
+    def test_list_keeps_each_member(self, built, spark):
+        expected = '{"$merged":[{"x":1},{"y":[2,1]},{"y":2,"z":[3,3]}]}'
+        assert self.entities(spark, built, "strat_list") == [
+            ("0|e1|1|e2|2|e3", ["e1", "e2", "e3"], False, expected)
+        ]
+        merged = rows(spark, f"select `$merged` from {built}.strat_list")
+        assert merged == [(['{"x":1}', '{"y":[2,1]}', '{"y":2,"z":[3,3]}'],)]
+
+    def test_identity_first_takes_the_first_member(self, built, spark):
+        assert [r[0] for r in self.entities(spark, built, "strat_first")] == ["e1"]
+
+    def test_null_empty_and_array_operands(self, built, spark):
+        got = {r[0]: r[1] for r in self.entities(spark, built, "arrays")}
+        assert got == {
+            "0|a1|1|b1": ["a1", "b1"],  # an array matches on any element, after lower
+            "0|a2": ["a2"],  # empty array: no edge
+            "0|a3": ["a3"],  # null: no edge
+            "0|a4": ["a4"],  # '' and null elements: no edge (b2 is '' too)
+            "1|b2": ["b2"],
+            "1|b3": ["b3"],
+            "1|b4": ["b4"],
+        }
+
+    def test_inputs_with_ids_pass_them_through(self, built, spark):
+        assert self.entities(spark, built, "passthrough") == [
+            ("0|m1|1|r", ["p", "q", "r"], False, '{"key":["k1","k1"]}')
+        ]
+
+    def test_overlapping_equality_sets_collapse(self, built, spark):
+        ids = [r[0] for r in self.entities(spark, built, "collapse")]
+        assert ids == ["0|a1|3|d1", "1|b1", "2|c1"], "a.x = d.y through the shared c.y"
+
+
+BAD_INPUT_MODELS = {
+    "people_a.sql": "select * from values ('a1', 'x@a', 1), ('a2', 'y@a', 2) as t(_id, email, score)",
+    "people_b.sql": "select * from values ('b1', 'x@a', 'high') as t(_id, email, score)",
+    "people_c.sql": "select * from values ('c1', 'X@A', 5, false) as t(_id, email, score, gone)",
+    "dup_ids.sql": "select * from values ('d1', 'x@a'), ('d1', 'z@a') as t(_id, email)",
+    "null_ids.sql": "select * from values (cast(null as string), 'x@a') as t(_id, email)",
+    "no_id.sql": "select 'x@a' as email",
+    "same_id.sql": "select * from values ('a1', 'other@a') as t(_id, email)",
+    "entity_prop.sql": "select 'e1' as _id, 'x@a' as email, 'x' as entity",
+    "map_col.sql": "select 'm1' as _id, map('a', 1) as attrs",
+}
+VALID = {
+    "datasets": ["people_a a", "people_c c"],
+    "equality": [["eq", "a.email", ["lower", "c.email"]]],
+}
+
+
+def declare(**changes):
+    decl = {**VALID, **changes}
+    return json.dumps({"dbt_merge": {"entity_merges": {"bad": decl}}})
+
+
+class TestBadDeclarations:
+    """Each mistake fails at compile time with the merge, the setting and the value."""
+
+    @pytest.fixture(scope="class")
+    def packages(self):
+        return PACKAGES
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {**BAD_INPUT_MODELS, **merge_models("bad")}
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return {
+            **merge_vars(bad=VALID),
+            "models": {"+file_format": "iceberg", "+materialized": "table"},
+        }
+
+    @pytest.fixture(scope="class")
+    def ready(self, project):
+        run_dbt(["deps"])
+        run_dbt(["run", "--exclude", "bad_edges", "bad_components", "bad"])
+        return project
+
+    def fails(self, vars_json, *expected, command="compile", select="bad_edges"):
+        args = [command, "--select", select, "--vars", vars_json]
+        try:  # errors found while parsing are raised, the others are logged
+            _, output = run_dbt_and_capture(args, expect_pass=False)
+        except Exception as exc:  # noqa: BLE001 - the message is what is checked
+            output = str(exc)
+        text = " ".join(output.split())
+        for part in expected:
+            assert part in text, f"{part!r} not in the error:\n{text[-2000:]}"
+        return text
+
+    @pytest.mark.parametrize(
+        "changes, expected",
+        [
+            (
+                {"datasets": ["people_a a", "people_c a"]},
+                ["entity merge 'bad', setting 'datasets'", "duplicate alias a"],
+            ),
+            (
+                {"equality": [["eq", "a.email", "z.email"]]},
+                ["setting 'equality[0], operand \"z.email\"'", "unknown dataset alias z"],
+            ),
+            (
+                {"equality": [["eq", "a.mail", "c.email"]]},
+                ['equality[0], operand "a.mail"', "unknown column mail in dataset people_a"],
+            ),
+            (
+                {"equality": [["eq", ["soundex2", "a.email"], "c.email"]]},
+                ["unknown function soundex2", "Expected one of: lower, upper"],
+            ),
+            (
+                {"equality": [["eq", "no_such_fn(a.email)", "c.email"]]},
+                ['operand "no_such_fn(a.email)"', "using an unknown function: no_such_fn"],
+            ),
+            (
+                {"equality": [["eq", "(select max(email) from people_a)", "c.email"]]},
+                ["the expression is not a row expression: it is a subquery"],
+            ),
+            (
+                {"equality": [["eq", "a.email; drop table people_a", "c.email"]]},
+                ["the expression is not one expression: it holds several statements"],
+            ),
+            (
+                {"equality": [["eq", "a.email in (select 1)", "c.email"]]},
+                ["the expression is not a row expression: it contains a subquery"],
+            ),
+            (
+                {"equality": [["eq", "lower(a.email", "c.email"]]},
+                ["the expression is not valid Spark SQL"],
+            ),
+            (
+                {"equality": [["eq", "a.email; drop table people_a", "c.email"]]},
+                ["the expression is not one expression: it holds several statements"],
+            ),
+            (
+                {"equality": [["eq", "drop table people_a", "c.email"]]},
+                ["the expression is not an expression: it parses as a DROP statement"],
+            ),
+            (
+                {"equality": [["eq", "concat(a.email, c.email)", "c.email"]]},
+                ["exactly one dataset alias, this one uses 2: a, c"],
+            ),
+            ({"identity": "last"}, ["setting 'identity'", "invalid identity provided: last"]),
+            (
+                {"strategy": "union"},
+                ["setting 'strategy'", "invalid merge strategy provided: union"],
+            ),
+            ({"max_merged": 0}, ["setting 'max_merged'", "is set to 0 but must be a positive"]),
+            ({"max_merged": "many"}, ["setting 'max_merged'", "is set to many"]),
+            ({"resolve": "fast"}, ["cannot use settings [resolve]"]),
+            (
+                {
+                    "datasets": ["people_a a", "people_b b"],
+                    "equality": [["eq", "a.email", "b.email"]],
+                },
+                ["property score has type bigint in people_a but string in people_b"],
+            ),
+            (
+                {"equality": [["eq", "a.score", "c.email"]]},
+                ["operands of different types can never be equal: bigint (a.`score`) vs string"],
+            ),
+            (
+                {"datasets": ["people_a a", "no_id n"], "equality": [["eq", "a.email", "n.email"]]},
+                ["setting 'id_column'", "dataset no_id (alias n) has no id column _id"],
+            ),
+            (
+                {
+                    "datasets": ["people_a a", "entity_prop e"],
+                    "equality": [["eq", "a.email", "e.email"]],
+                },
+                ["property entity of dataset entity_prop has the name of an output column"],
+            ),
+            (
+                {
+                    "datasets": ["people_a a", "map_col m"],
+                    "equality": [["eq", "a.email", "m.attrs"]],
+                },
+                ["has type map<string,int>, which cannot be compared"],
+            ),
+            (
+                {"deleted_column": "gone", "datasets": ["people_a a", "people_c c"]},
+                [],
+            ),
+            ({"equality": [], "equality_sets": []}, ["setting 'equality': no equality rule"]),
+            (
+                {"equality": [["same", "a.email", "c.email"]]},
+                ['expected ["eq", <operand>, <operand>]'],
+            ),
+        ],
+        ids=lambda value: None,
+    )
+    def test_declaration_errors(self, ready, changes, expected):
+        if not expected:  # a boolean deleted column that exists: valid, compiles
+            run_dbt(["compile", "--select", "bad_edges", "--vars", declare(**changes)])
+            return
+        self.fails(declare(**changes), *expected)
+
+    def test_unknown_merge(self, ready):
+        self.fails(
+            json.dumps({"dbt_merge": {"entity_merges": {"other": VALID}}}),
+            "unknown entity merge 'bad'. Declared merges: [other]",
+        )
+
+    def test_unknown_dataset(self, ready):
+        self.fails(
+            declare(datasets=["people_a a", "nope n"], equality=[["eq", "a.email", "n.email"]]),
+            "bad_edges",
+            "nope",
+            "was not found",
+        )
+
+    def test_null_and_duplicate_ids(self, ready):
+        self.fails(
+            declare(datasets=["people_a a", "dup_ids d"], equality=[["eq", "a.email", "d.email"]]),
+            "setting 'id_column'",
+            "dataset dup_ids (alias d) has the id d1 2 times",
+        )
+        self.fails(
+            declare(datasets=["null_ids n", "people_a a"], equality=[["eq", "a.email", "n.email"]]),
+            "dataset null_ids (alias n) has a null id (1 rows)",
+        )
+
+    def test_runtime_errors_leave_the_stored_table_alone(self, ready, spark):
+        schema = ready.test_schema
+        run_dbt(["run", "--select", "bad_edges", "bad_components", "bad", "--vars", declare()])
+        before = rows(spark, f"select `_id`, entity from {schema}.bad order by `_id`")
+        assert before == [
+            ("0|a1|1|c1", '{"email":["x@a","X@A"],"gone":false,"score":[1,5]}'),
+            ("0|a2", '{"email":"y@a","score":2}'),
+        ]
+
+        # identity first: a1 (people_a) and a1 (same_id) are two entities with one id
+        first = declare(
+            datasets=["people_a a", "same_id s"],
+            equality=[["eq", "a.email", "s.email"]],
+            identity="first",
+        )
+        self.fails(
+            first,
+            "setting 'identity': first gives the id a1 to 2 entities: 0|a1, 1|a1",
+            command="run",
+            select="bad_edges bad_components bad",
+        )
+        # max_merged: the a1/c1 component has 2 members
+        self.fails(
+            declare(max_merged=1),
+            "setting 'max_merged': a component has 2 members, more than max_merged = 1",
+            "0|a1, 1|c1",
+            command="run",
+            select="bad_edges bad_components bad",
+        )
+        after = rows(spark, f"select `_id`, entity from {schema}.bad order by `_id`")
+        assert after == before, "a failed run keeps the stored golden records"
