@@ -224,7 +224,9 @@ class TestMergeSemantics:
 
 
 BAD_INPUT_MODELS = {
-    "people_a.sql": "select * from values ('a1', 'x@a', 1), ('a2', 'y@a', 2) as t(_id, email, score)",
+    "people_a.sql": (
+        "select * from values ('a1', 'x@a', 1), ('a2', 'y@a', 2) as t(_id, email, score)"
+    ),
     "people_b.sql": "select * from values ('b1', 'x@a', 'high') as t(_id, email, score)",
     "people_c.sql": "select * from values ('c1', 'X@A', 5, false) as t(_id, email, score, gone)",
     "dup_ids.sql": "select * from values ('d1', 'x@a'), ('d1', 'z@a') as t(_id, email)",
