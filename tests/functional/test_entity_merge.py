@@ -444,3 +444,71 @@ class TestBadDeclarations:
         )
         after = rows(spark, f"select `_id`, entity from {schema}.bad order by `_id`")
         assert after == before, "a failed run keeps the stored golden records"
+
+
+INCREMENTAL_MODELS = {
+    "inc_a.sql": """
+        {{ config(materialized='view') }}
+        select * from values ('a1', 1) {% if var('with_a2', true) %}, ('a2', 7){% endif %}
+            as t(_id, x)
+    """,
+    "inc_b.sql": "{{ config(materialized='view') }} select 'b1' as _id, {{ var('b_x', 2) }} as x",
+}
+
+
+class TestIncrementalMerge:
+    """Later runs emit only changes; ids that stop being valid come back $replaced."""
+
+    @pytest.fixture(scope="class")
+    def packages(self):
+        return PACKAGES
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {**INCREMENTAL_MODELS, **merge_models("inc", materialized="incremental")}
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        merge = {"datasets": ["inc_a a", "inc_b b"], "equality_sets": [["a.x", "b.x"]]}
+        return {**merge_vars(inc=merge), "models": {"+file_format": "iceberg"}}
+
+    def state(self, spark, schema):
+        return rows(
+            spark,
+            f"select `_id`, `$ids`, `$deleted`, `$replaced`, `_updated` "
+            f"from {schema}.inc order by `_updated`, `_id`",
+        )
+
+    def test_merge_unmerge_and_replaced_ids(self, project, spark):
+        schema = project.test_schema
+        run_dbt(["deps"])
+
+        run_dbt(["run"])
+        assert self.state(spark, schema) == [
+            ("0|a1", ["a1"], False, False, 0),
+            ("0|a2", ["a2"], False, False, 1),
+            ("1|b1", ["b1"], False, False, 2),
+        ]
+
+        # b1 now equals a1, a2 is gone from its source
+        changed = json.dumps({"b_x": 1, "with_a2": False})
+        run_dbt(["run", "--vars", changed])
+        assert self.state(spark, schema) == [
+            ("0|a1", ["a1"], True, True, 3),  # its member lives on in 0|a1|1|b1
+            ("0|a1|1|b1", ["a1", "b1"], False, False, 4),
+            ("0|a2", ["a2"], True, False, 5),  # all members gone: deleted, not replaced
+            ("1|b1", ["b1"], True, True, 6),
+        ]
+
+        merged = self.state(spark, schema)
+        run_dbt(["run", "--vars", changed])
+        assert self.state(spark, schema) == merged, "no input change: nothing new is emitted"
+
+        # b1 stops matching: the merged id is replaced, the single ids come back
+        run_dbt(["run", "--vars", json.dumps({"b_x": 2, "with_a2": False})])
+        assert self.state(spark, schema) == [
+            ("0|a2", ["a2"], True, False, 5),
+            ("0|a1", ["a1"], False, False, 7),
+            ("0|a1|1|b1", ["a1", "b1"], True, True, 8),
+            ("1|b1", ["b1"], False, False, 9),
+        ]
