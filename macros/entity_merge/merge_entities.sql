@@ -62,7 +62,7 @@ components as (
 -- members: one row per input entity, each property as a typed array plus its JSON
 members as (
     {% for dataset in spec.datasets %}
-    select
+    {{ '(' if shuffle }}select
         {{ dataset.offset }} as member_offset,
         cast({{ dataset.alias }}.{{ dataset.id_sql }} as string) as member_id,
         {%- if dataset.ids_sql %}
@@ -89,7 +89,7 @@ members as (
         {{ dbt_merge._member_json_sql(dataset, props) }} as member_json
     from {{ dataset.relation }} as {{ dataset.alias }}
     {%- if shuffle %}
-    distribute by rand()
+    distribute by rand())
     {%- endif %}
     {% if not loop.last %}union all{% endif %}
     {% endfor %}

@@ -24,6 +24,36 @@ def rows(spark, sql):
     return [tuple(r) for r in spark.sql(sql).collect()]
 
 
+# the stored output with two faults: c2 no longer deleted, a2's entity changed
+SESAM_TAMPERED = """
+select
+    `_id`,
+    `$ids`,
+    case when `_id` = '2|c2' then false else `$deleted` end as `$deleted`,
+    `_updated`,
+    `$replaced`,
+    case when `_id` = '0|a2' then '{"f1":99}' else entity end as entity
+from {{ ref('sesam') }}
+"""
+SESAM_TESTS = """
+version: 2
+models:
+  - name: sesam
+    data_tests: &merge_tests
+      - dbt_merge.identity_is_deterministic:
+          merge: sesam
+          components: "{{ ref('sesam_components') }}"
+      - dbt_merge.deleted_entities_not_merged:
+          merge: sesam
+          components: "{{ ref('sesam_components') }}"
+    columns:
+      - name: _id
+        data_tests: [unique, not_null]
+  - name: sesam_tampered
+    data_tests: *merge_tests
+"""
+
+
 class TestSesamExample:
     """SPEC §1 'The Sesam example': the exact golden output."""
 
@@ -37,7 +67,8 @@ class TestSesamExample:
 
     @pytest.fixture(scope="class")
     def models(self):
-        return merge_models("sesam")
+        tampered = {"sesam_tampered.sql": SESAM_TAMPERED, "schema.yml": SESAM_TESTS}
+        return {**merge_models("sesam"), **tampered}
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
@@ -58,7 +89,7 @@ class TestSesamExample:
         run_dbt(["deps"])
         run_dbt(["seed"])
         results = run_dbt(["run"])
-        assert len(results) == 3
+        assert len(results) == 4  # edges, components, merged, tampered copy
         got = rows(
             spark,
             f"select `_id`, `$ids`, `$deleted`, `_updated`, `$replaced`, entity "
@@ -85,6 +116,21 @@ class TestSesamExample:
         assert typed[1] == ([2], None, None), "a property no member has is null"
         for _id, entity in rows(spark, f"select `_id`, entity from {project.test_schema}.sesam"):
             json.loads(entity)
+
+        results = run_dbt(["test"], expect_pass=False)
+        outcome = {
+            r.node.name.removeprefix("dbt_merge_").split("_sesam")[0]
+            + (" tampered" if "tampered" in r.node.name else ""): (str(r.status), r.failures)
+            for r in results
+        }
+        assert outcome == {
+            "identity_is_deterministic": ("pass", 0),
+            "deleted_entities_not_merged": ("pass", 0),
+            "unique": ("pass", 0),
+            "not_null": ("pass", 0),
+            "identity_is_deterministic tampered": ("fail", 2),
+            "deleted_entities_not_merged tampered": ("fail", 1),
+        }, outcome
 
 
 # SPEC §1 strategy example: {"x":1}, {"y":[2,1]}, {"y":2,"z":[3,3]} merged in this order.
