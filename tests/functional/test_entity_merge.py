@@ -41,11 +41,13 @@ models:
   - name: sesam
     data_tests: &merge_tests
       - dbt_merge.identity_is_deterministic:
-          merge: sesam
-          components: "{{ ref('sesam_components') }}"
+          arguments:
+            merge: sesam
+            components: "{{ ref('sesam_components') }}"
       - dbt_merge.deleted_entities_not_merged:
-          merge: sesam
-          components: "{{ ref('sesam_components') }}"
+          arguments:
+            merge: sesam
+            components: "{{ ref('sesam_components') }}"
     columns:
       - name: _id
         data_tests: [unique, not_null]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -52,12 +53,74 @@ def first_build(spark):
 
 
 def test_first_build_runs_every_node(first_build):
-    assert first_build["demo_events"] == "success"
-    assert first_build["stg_demo_events"] == "success"
-    assert first_build["demo_event_log"] == "success"
-    assert first_build["demo_customer_activity"] == "success"
+    for name in (
+        "demo_events",
+        "stg_demo_events",
+        "demo_event_log",
+        "demo_customer_activity",
+        "customers_edges",
+        "customers_components",
+        "customers",
+        "sesam_golden",
+    ):
+        assert first_build[name] == "success", name
     tests = [name for name in first_build if name.startswith(("unique_", "not_null_", "accepted"))]
-    assert len(tests) == 11 and all(first_build[t] == "pass" for t in tests)
+    assert len(tests) >= 11 and all(first_build[t] == "pass" for t in tests)
+    merge_tests = [name for name in first_build if name.startswith("dbt_merge_")]
+    assert len(merge_tests) == 4, "both generic tests on both demo merges"
+    assert all(first_build[t] == "pass" for t in merge_tests)
+    assert first_build["sesam_golden_matches_expected"] == "pass", "the Sesam example, row for row"
+
+
+def _reference_customers() -> set[frozenset[str]]:
+    """The customers merge recomputed in plain Python from the seed files (union-find)."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    sources = [
+        ("0", "crm_customers.csv", "emails", "phone"),
+        ("1", "billing_accounts.csv", "email", "phone"),
+        ("2", "support_contacts.csv", "contact_email", "phone"),
+    ]
+    for offset, file, email_column, phone_column in sources:
+        with open(ROOT / "seeds" / file, newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                if row.get("is_deleted") == "true":
+                    continue
+                node = f"{offset}|{row['_id']}"
+                find(node)
+                values = [f"email:{e.strip().lower()}" for e in row[email_column].split(";")]
+                digits = "".join(ch for ch in row[phone_column] if ch.isdigit())[-8:]
+                values.append(f"phone:{digits}")
+                for value in values:
+                    if value.split(":", 1)[1]:
+                        parent[find(node)] = find(value)
+    groups: dict[str, set[str]] = {}
+    for node in list(parent):
+        if not node.startswith(("email:", "phone:")):
+            groups.setdefault(find(node), set()).add(node)
+    return {frozenset(group) for group in groups.values()}
+
+
+def test_customers_merge_matches_a_reference_union_find(spark, first_build):
+    stored = rows(spark, f"select `_id` from {SCHEMA}.customers where not `$deleted`")
+    merged = set()
+    for (entity_id,) in stored:
+        parts = entity_id.split("|")
+        merged.add(frozenset(f"{o}|{i}" for o, i in zip(parts[::2], parts[1::2], strict=True)))
+    reference = _reference_customers()
+    assert merged == reference
+    sizes = sorted(len(group) for group in reference)
+    assert sizes.count(3) >= 200 and sizes[-1] <= 4, "three-system customers, no giant cluster"
+    deleted = rows(
+        spark, f"select count(*), max(size(`$ids`)) from {SCHEMA}.customers where `$deleted`"
+    )
+    assert deleted == [(50, 1)], "the 50 deleted records are stored alone"
 
 
 def test_python_model_output(spark, first_build):
@@ -88,6 +151,9 @@ def test_second_build_takes_the_incremental_path(spark, first_build):
         (-1,)
     ], "the SQL model merged nothing new into old rows"
     assert rows(spark, f"select count(*) from {SCHEMA}.demo_customer_activity") == [(7,)]
+    assert rows(spark, f"select count(*), max(`_updated`) from {SCHEMA}.customers") == [
+        (2330, 2329)
+    ], "unchanged inputs: the incremental merge emitted nothing"
     assert rows(spark, f"select count(*) from {SCHEMA}.demo_event_log") == [(20,)]
 
 
@@ -115,3 +181,21 @@ def test_every_node_and_column_is_described(first_build):
             f"{uid}.{c}" for c, col in node["columns"].items() if not col["description"].strip()
         ]
     assert undocumented == []
+
+
+def test_every_catalog_column_and_macro_is_described(first_build):
+    dbt("docs", "generate")
+    catalog = json.loads((TARGET / "catalog.json").read_text())
+    manifest = json.loads((TARGET / "manifest.json").read_text())
+    missing = []
+    for uid, stored in catalog["nodes"].items():
+        documented = manifest["nodes"][uid]["columns"]
+        missing += [
+            f"{uid}.{name}"
+            for name in stored["columns"]
+            if not documented.get(name, {}).get("description", "").strip()
+        ]
+    assert missing == [], "every stored column has a YAML description"
+    macros = [m for m in manifest["macros"].values() if m["package_name"] == "dbt_merge"]
+    assert macros, "the package has macros"
+    assert [m["name"] for m in macros if not m["description"].strip()] == []

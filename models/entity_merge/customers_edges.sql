@@ -1,0 +1,1 @@
+{{ dbt_merge.equality_edges('customers') }}

@@ -1,0 +1,3 @@
+{{ config(materialized='table') }}
+
+{{ dbt_merge.merge_entities('sesam', ref('sesam_components')) }}

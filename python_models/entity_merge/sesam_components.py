@@ -1,0 +1,6 @@
+from dbt_merge.entity_merge import entity_components
+
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    return entity_components(dbt.ref("sesam_edges"))
