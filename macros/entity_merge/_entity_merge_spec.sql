@@ -2,7 +2,7 @@
     The declaration of one entity merge (vars: dbt_merge: entity_merges: <name>), checked
     and resolved into a plain dict the SQL macros render from. Every error names the
     merge, the setting and the value. At parse time (execute is false) the datasets are
-    still ref()'d, so lineage shows in dbt docs, but nothing is looked up.
+    only ref()'d (_entity_merge_parse_spec), so lineage shows in dbt docs.
 --#}
 
 {% macro _entity_merge_settings() %}
@@ -52,9 +52,12 @@
 
 
 {% macro _entity_merge_spec(merge_name) %}
-    {% set known = dbt_merge._entity_merge_settings() %}
     {% set all_vars = var('dbt_merge', {}) %}
     {% set merges = all_vars.get('entity_merges', {}) if all_vars is mapping else {} %}
+    {% if not execute %}
+        {{ return(dbt_merge._entity_merge_parse_spec(merge_name, merges)) }}
+    {% endif %}
+    {% set known = dbt_merge._entity_merge_settings() %}
     {% if merges is not mapping or merge_name not in merges %}
         {% set msg -%}
             dbt_merge: unknown entity merge '{{ merge_name }}'. Declared merges: [{{ (merges.keys() | list | sort | join(', ')) if merges is mapping else '' }}]. Declare it under vars: dbt_merge: entity_merges: {{ merge_name }}.
@@ -122,9 +125,8 @@
         {% do by_alias.update({alias | lower: dataset}) %}
     {% endfor %}
 
-    {#-- columns, types, properties (only when dbt executes) --#}
+    {#-- columns, types, properties --#}
     {% set properties = {} %}
-    {% if execute %}
         {% for dataset in datasets %}
             {% for column in adapter.get_columns_in_relation(dataset.relation) %}
                 {% do dataset.columns.update({column.name | lower: column.dtype | string}) %}
@@ -162,7 +164,6 @@
                 {% endif %}
             {% endfor %}
         {% endfor %}
-    {% endif %}
 
     {#-- rules: "eq" pairs and equality sets; sets sharing an operand become one group --#}
     {% set rules = [] %}
@@ -216,7 +217,6 @@
     {% endfor %}
 
     {#-- typed equality: values of different types never match, so say so now --#}
-    {% if execute %}
         {% for group in groups %}
             {% set seen = {} %}
             {% for operand in group.operands %}
@@ -233,7 +233,6 @@
                 {% do dbt_merge._entity_merge_error(merge_name, group.labels | join(' + '), 'operands of different types can never be equal: ' ~ (described | join(' vs ')) ~ '; cast them to one type') %}
             {% endif %}
         {% endfor %}
-    {% endif %}
 
     {{ return({
         'name': merge_name,
@@ -246,6 +245,22 @@
         'deleted_column': deleted_column,
         'properties': properties,
     }) }}
+{% endmacro %}
+
+
+{#-- While dbt parses: only ref() the datasets, which puts them in the lineage. Nothing
+     is checked yet, so a package whose (disabled) models use a merge the installing
+     project does not declare still parses; the checks run when the model compiles. --#}
+{% macro _entity_merge_parse_spec(merge_name, merges) %}
+    {% set decl = merges.get(merge_name) if merges is mapping else none %}
+    {% set raw_datasets = decl.get('datasets') if decl is mapping else none %}
+    {% if raw_datasets is string or raw_datasets is not sequence %}
+        {% set raw_datasets = [] %}
+    {% endif %}
+    {% for entry in raw_datasets if entry is string and entry.split() | length in [1, 2] %}
+        {% do ref(entry.split()[0]) %}
+    {% endfor %}
+    {{ return({'name': merge_name, 'datasets': [], 'groups': [], 'properties': {}}) }}
 {% endmacro %}
 
 
@@ -272,7 +287,7 @@
             {% endif %}
             {% if alias | lower not in aliases %}{% do aliases.append(alias | lower) %}{% endif %}
             {% set dataset = by_alias[alias | lower] %}
-            {% if execute and column | lower not in dataset.columns %}
+            {% if column | lower not in dataset.columns %}
                 {% do dbt_merge._entity_merge_error(merge_name, where, 'unknown column ' ~ column ~ ' in dataset ' ~ dataset.name ~ ' (alias ' ~ dataset.alias ~ '). Its columns: ' ~ (dataset.column_names.values() | join(', '))) %}
             {% endif %}
         {% endfor %}
@@ -313,7 +328,6 @@
 
 {#-- The Spark type of an expression operand, asked of Spark itself (DESCRIBE QUERY). --#}
 {% macro _expression_type(sql, dataset) %}
-    {% if not execute %}{{ return('unknown') }}{% endif %}
     {% set described = run_query('describe query select ' ~ sql ~ ' as dbt_merge_value from ' ~ dataset.relation ~ ' as ' ~ dataset.alias) %}
     {{ return(described.rows[0][1] | string) }}
 {% endmacro %}

@@ -12,7 +12,7 @@
 
 
 {% macro spark_session___inspect_expression(sql) %}
-    {{ return(adapter.dbt_merge_inspect_expression(sql, check_functions=execute)) }}
+    {{ return(adapter.dbt_merge_inspect_expression(sql)) }}
 {% endmacro %}
 
 

@@ -71,21 +71,21 @@ def inspect_expression(
     if isinstance(root, (exp.Query, exp.Subquery)):
         result["error"] = "not a row expression: it is a subquery"
         return result
-    if not isinstance(root, exp.Condition):
-        result["error"] = f"not an expression: it parses as a {root.key.upper()} statement"
-        return result
     for node in root.walk():
         for node_type, what in _NOT_ROW_EXPRESSION:
             if isinstance(node, node_type):
                 result["error"] = f"not a row expression: it contains {what}"
                 return result
+    if not isinstance(root, exp.Condition):
+        result["error"] = f"not an expression: it parses as a {root.key.upper()} statement"
+        return result
     for node in root.find_all(exp.Anonymous):
         name = str(node.name)
         result["functions"].append(name)
         if function_exists is None or not function_exists(name):
             result["error"] = f"using an unknown function: {name}"
             return result
-    for column in root.find_all(exp.Column):
+    for column in (node for node in root.walk(bfs=False) if isinstance(node, exp.Column)):
         if not column.table:
             result["error"] = (
                 f"using the column {column.name} without a dataset alias "

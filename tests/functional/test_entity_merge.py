@@ -501,6 +501,10 @@ INCREMENTAL_MODELS = {
             as t(_id, x)
     """,
     "inc_b.sql": "{{ config(materialized='view') }} select 'b1' as _id, {{ var('b_x', 2) }} as x",
+    "inc_provenance.sql": """
+        {{ config(materialized='incremental', incremental_strategy='append') }}
+        {{ dbt_merge.entity_provenance('inc', ref('inc')) }}
+    """,
 }
 
 
@@ -551,6 +555,24 @@ class TestIncrementalMerge:
         merged = self.state(spark, schema)
         run_dbt(["run", "--vars", changed])
         assert self.state(spark, schema) == merged, "no input change: nothing new is emitted"
+
+        events = rows(
+            spark,
+            f"select event_type, child_id, parent_ids, child_updated, invocation_id, merge_name "
+            f"from {schema}.inc_provenance order by child_updated",
+        )
+        assert [e[:4] for e in events] == [
+            ("JOIN", "0|a1", ["a1"], 0),
+            ("JOIN", "0|a2", ["a2"], 1),
+            ("JOIN", "1|b1", ["b1"], 2),
+            ("REPLACED", "0|a1", ["a1"], 3),
+            ("JOIN", "0|a1|1|b1", ["a1", "b1"], 4),
+            ("DELETE", "0|a2", ["a2"], 5),
+            ("REPLACED", "1|b1", ["b1"], 6),
+        ], "one event per emitted version, none for the run without changes"
+        runs = [e[4] for e in events]
+        assert len(set(runs[:3])) == 1 and len(set(runs[3:])) == 1 and runs[0] != runs[3]
+        assert {e[5] for e in events} == {"inc"}
 
         # b1 stops matching: the merged id is replaced, the single ids come back
         run_dbt(["run", "--vars", json.dumps({"b_x": 2, "with_a2": False})])

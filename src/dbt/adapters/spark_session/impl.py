@@ -95,18 +95,12 @@ class SparkSessionAdapter(SparkAdapter):
         return [str(identifiers.get(i).name()) for i in range(identifiers.size())]
 
     @available
-    def dbt_merge_inspect_expression(
-        self, sql: str, check_functions: bool = True
-    ) -> dict[str, Any]:
+    def dbt_merge_inspect_expression(self, sql: str) -> dict[str, Any]:
         """sqlglot's view of a merge operand; functions it does not know are asked of Spark.
 
-        The dbt_merge macros call this (through ``spark_session__inspect_expression``) to
-        reject anything that is not a pure row expression. While dbt parses there is no
-        connection, so ``check_functions`` is false then and the functions are checked
-        when the model is compiled for running.
+        The dbt_merge macros call this (through ``spark_session__inspect_expression``) when
+        a model compiles, to reject anything that is not a pure row expression.
         """
-        if not check_functions:
-            return inspect_expression(sql, function_exists=lambda name: True)
         spark = sessions.activate(self._spark())
         return inspect_expression(sql, function_exists=spark.catalog.functionExists)
 
