@@ -158,6 +158,9 @@ STRATEGY_MODELS = {
     "set_b.sql": "select 'b1' as _id, 9 as x",
     "set_c.sql": "select 'c1' as _id, 8 as y",
     "set_d.sql": "select 'd1' as _id, 1 as y",
+    # another id column, and ids that are numbers
+    "orders_x.sql": "select * from values (7, 'k'), (8, 'm') as t(order_no, ref)",
+    "orders_y.sql": "select * from values (7, 'k') as t(order_no, ref)",
 }
 STRATEGY_DATASETS = ["strat_1 a", "strat_2 b", "strat_3 c"]
 STRATEGY_SET = [["a._k", "b._k", "c._k"]]
@@ -191,6 +194,11 @@ class TestMergeSemantics:
         "passthrough": {
             "datasets": ["pre_merged m", "plain p"],
             "equality": [["eq", "m.key", "p.key"]],
+        },
+        "own_ids": {
+            "datasets": ["orders_x x", "orders_y y"],
+            "equality": [["eq", "x.ref", "y.ref"]],
+            "id_column": "order_no",
         },
         "collapse": {
             "datasets": ["set_a a", "set_b b", "set_c c", "set_d d"],
@@ -265,6 +273,12 @@ class TestMergeSemantics:
         assert self.entities(spark, built, "passthrough") == [
             ("0|m1|1|r", ["p", "q", "r"], False, '{"key":["k1","k1"]}')
         ]
+
+    def test_id_column_names_the_ids(self, built, spark):
+        assert self.entities(spark, built, "own_ids") == [
+            ("0|7|1|7", ["7"], False, '{"ref":["k","k"]}'),  # $ids holds each id once
+            ("0|8", ["8"], False, '{"ref":"m"}'),
+        ], "order_no is the id (cast to string) and not a property"
 
     def test_overlapping_equality_sets_collapse(self, built, spark):
         ids = [r[0] for r in self.entities(spark, built, "collapse")]
@@ -582,3 +596,87 @@ class TestIncrementalMerge:
             ("0|a1|1|b1", ["a1", "b1"], True, True, 8),
             ("1|b1", ["b1"], False, False, 9),
         ]
+
+
+# 600 people in two systems; many share emails or phones, some transitively
+DETERMINISM_MODELS = {
+    "people_crm.sql": """
+        select
+            concat('c', lpad(cast(id as string), 4, '0')) as _id,
+            array(concat('p', id % 250, '@x.example'), concat('q', id % 97, '@y.example'))
+                as emails,
+            cast(id % 311 as string) as phone,
+            id % 41 = 0 as gone
+        from range(600) as t(id)
+    """,
+    "people_billing.sql": """
+        select
+            concat('b', lpad(cast(id as string), 4, '0')) as _id,
+            upper(concat('p', (id * 7) % 250, '@x.example')) as email,
+            cast((id * 3) % 311 as string) as phone
+        from range(400) as t(id)
+    """,
+    # the same rows in another order and other partitions
+    "people_crm_shuffled.sql": (
+        "select * from {{ ref('people_crm') }} distribute by rand(7) sort by rand(3)"
+    ),
+    "people_billing_shuffled.sql": (
+        "select * from {{ ref('people_billing') }} distribute by rand(11)"
+    ),
+}
+
+
+def people_merge(crm: str, billing: str) -> dict:
+    return {
+        "datasets": [f"{crm} c", f"{billing} b"],
+        "equality_sets": [[["lower", "c.emails"], ["lower", "b.email"]], ["c.phone", "b.phone"]],
+        "deleted_column": "gone",
+        "strategy": "compact",
+    }
+
+
+class TestDeterminism:
+    """Same input in another order, partitioning, shuffle width and closure method:
+    byte-identical _id, $ids and entity."""
+
+    @pytest.fixture(scope="class")
+    def packages(self):
+        return PACKAGES
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        models = {**DETERMINISM_MODELS, **merge_models("plain"), **merge_models("shuffled")}
+        # the shuffled merge: distributed closure, 7 shuffle partitions
+        models["shuffled_components.py"] = models["shuffled_components.py"].replace(
+            "entity_components(dbt.ref('shuffled_edges'))",
+            "entity_components(dbt.ref('shuffled_edges').repartition(5), max_driver_edges=0)",
+        )
+        models["shuffled.sql"] = (
+            "{{ config(materialized='table', pre_hook='set spark.sql.shuffle.partitions=7',"
+            " post_hook='set spark.sql.shuffle.partitions=1') }}\n"
+            "{{ dbt_merge.merge_entities('shuffled', ref('shuffled_components')) }}"
+        )
+        return models
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return {
+            **merge_vars(
+                plain=people_merge("people_crm", "people_billing"),
+                shuffled=people_merge("people_crm_shuffled", "people_billing_shuffled"),
+            ),
+            "models": {"+file_format": "iceberg", "+materialized": "table"},
+        }
+
+    def test_byte_identical(self, project, spark):
+        run_dbt(["deps"])
+        run_dbt(["run"])
+        schema = project.test_schema
+        columns = "`_id`, `$ids`, `$deleted`, `_updated`, entity"
+        plain = rows(spark, f"select {columns} from {schema}.plain order by `_updated`")
+        shuffled = rows(spark, f"select {columns} from {schema}.shuffled order by `_updated`")
+        assert plain == shuffled
+        sizes = rows(spark, f"select max(size(`$ids`)), count(*) from {schema}.plain")
+        assert sizes[0][0] > 10 and sizes[0][1] < 1000, "real merging happened"
+        deleted = rows(spark, f"select count(*) from {schema}.plain where `$deleted`")
+        assert deleted == [(15,)], "ids 0, 41, ... 574 are deleted and stay alone"
