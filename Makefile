@@ -9,7 +9,7 @@ DBT_ARGS := --project-dir . --profiles-dir .
 export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: run test install check-java docs bench lint clean
+.PHONY: run test install check-java docs bench bench-entity-merge lint clean
 
 ## run: install if needed, then the demo `dbt build` (seeds, models, tests) on embedded Spark
 run: install check-java
@@ -26,6 +26,10 @@ docs: install check-java
 ## bench: the closure benchmark (BENCH_ARGS="--sizes 1000000 --no-baseline" for a quick one)
 bench: install check-java
 	$(BIN)/python bench/closure_bench.py $(BENCH_ARGS)
+
+## bench-entity-merge: `dbt run` of a whole entity merge against a hand-written baseline
+bench-entity-merge: install check-java
+	$(BIN)/python bench/entity_merge_bench.py $(BENCH_ARGS)
 
 install: $(STAMP)
 

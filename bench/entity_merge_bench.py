@@ -1,0 +1,269 @@
+"""End-to-end benchmark of an entity merge: `dbt run` of edges → components → merged.
+
+A throw-away dbt project (bench/out/entity_merge_project) installs dbt_merge as a
+package and declares one merge over three generated datasets (CRM, billing, support)
+of `records` rows in all: people appear in one to three systems, match on a
+lower-cased email or a phone, 1% are deleted, and a CRM record carries the phone of
+the next person, so people form chains of `--chain` (default 25): merges that are
+transitive over dozens of hops, as households and shared devices make them. The figures are the
+node times dbt reports, plus the whole `dbt run`.
+
+Baseline, in the same process on the same data: what a hand-written Spark job
+typically does: pairwise edges by self-joins on each rule's values (k² edges for a
+value shared by k records), naive min-label propagation until nothing changes, then
+collect_list per component. It is capped in time and reported as "did not finish"
+when the cap is hit.
+
+Usage:
+  .venv/bin/python bench/entity_merge_bench.py --sizes 100000,1000000 [--baseline-cap 600]
+      [--json bench/out/entity_merge.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from dbt.adapters.spark_session import session as sessions  # noqa: E402
+from dbt_merge.spark_utils import materialize  # noqa: E402
+
+OUT = ROOT / "bench" / "out"
+PROJECT = OUT / "entity_merge_project"
+WAREHOUSE = OUT / "warehouse"
+SCHEMA = "bench_entity_merge"
+
+# people are numbered; a person has an email and a phone; each system holds some people
+DATASETS = {
+    "crm": "select concat('c', id) as _id, _person, "
+    "concat('P', _person, '@Example.com') as email, "
+    "case when _person % {chain} != {chain} - 1 then concat('', 10000000 + _person + 1) end"
+    " as phone, id % 100 = 0 as is_deleted",
+    "billing": "select concat('b', id) as _id, _person, "
+    "concat('p', _person, '@example.com') as email, "
+    "concat('+47 ', 10000000 + _person) as phone, "
+    "false as is_deleted",
+    "support": "select concat('s', id) as _id, _person, cast(null as string) as email, "
+    "concat('', 10000000 + _person) as phone, id % 100 = 0 as is_deleted",
+}
+MERGE = {
+    "datasets": ["crm c", "billing b", "support s"],
+    "equality_sets": [
+        [["lower", "c.email"], ["lower", "b.email"], ["lower", "s.email"]],
+        [
+            "right(regexp_replace(c.phone, '[^0-9]', ''), 8)",
+            "right(regexp_replace(b.phone, '[^0-9]', ''), 8)",
+            "right(regexp_replace(s.phone, '[^0-9]', ''), 8)",
+        ],
+    ],
+    "strategy": "compact",
+    "deleted_column": "is_deleted",
+}
+
+
+def write_project(records: int, chain: int) -> None:
+    """The dbt project: three generated datasets and the merge's three models."""
+    if PROJECT.exists():
+        shutil.rmtree(PROJECT)
+    models = PROJECT / "models"
+    models.mkdir(parents=True)
+    per_dataset = records // 3
+    people = max(1, int(per_dataset * 0.8))
+    for offset, (name, select) in enumerate(DATASETS.items()):
+        generated = (
+            f"select id, (id * {7 + offset * 6} + {offset}) % {people} as _person"
+            f" from range({per_dataset})"
+        )
+        body = select.replace("{chain}", str(chain))
+        (models / f"{name}.sql").write_text(f"with g as ({generated})\n{body} from g\n")
+    (models / "people_edges.sql").write_text("{{ dbt_merge.equality_edges('people') }}\n")
+    (models / "people_components.py").write_text(
+        "from dbt_merge.entity_merge import entity_components\n\n\n"
+        "def model(dbt, session):\n"
+        "    dbt.config(materialized='table')\n"
+        "    return entity_components(dbt.ref('people_edges'))\n"
+    )
+    (models / "people.sql").write_text(
+        "{{ dbt_merge.merge_entities('people', ref('people_components')) }}\n"
+    )
+    config = {
+        "name": "bench_entity_merge",
+        "version": "1.0",
+        "config-version": 2,
+        "profile": "bench_entity_merge",
+        "models": {"bench_entity_merge": {"+file_format": "iceberg", "+materialized": "table"}},
+        "vars": {"dbt_merge": {"entity_merges": {"people": MERGE}}},
+        "flags": {"send_anonymous_usage_stats": False},
+    }
+    (PROJECT / "dbt_project.yml").write_text(json.dumps(config, indent=2))
+    (PROJECT / "packages.yml").write_text(f"packages:\n  - local: {ROOT}\n")
+    (PROJECT / "profiles.yml").write_text(
+        textwrap.dedent(
+            f"""
+            bench_entity_merge:
+              target: local
+              outputs:
+                local:
+                  type: spark_session
+                  method: session
+                  schema: {SCHEMA}
+                  threads: 2
+                  warehouse: {WAREHOUSE}
+                  log_dir: {OUT / "logs"}
+                  server_side_parameters:
+                    spark.master: "local[2]"
+                    spark.driver.memory: "6g"
+            """
+        )
+    )
+
+
+def dbt(*args: str):
+    from dbt.cli.main import dbtRunner
+
+    common = ["--project-dir", str(PROJECT), "--profiles-dir", str(PROJECT)]
+    result = dbtRunner().invoke([*args, *common])
+    if not result.success:
+        raise SystemExit(f"dbt {' '.join(args)} failed: {result.exception}")
+    return result
+
+
+def run_dbt_merge() -> dict:
+    started = time.monotonic()
+    result = dbt("run")
+    total = time.monotonic() - started
+    nodes = {r.node.name: round(r.execution_time, 1) for r in result.result}
+    return {"total_s": round(total, 1), "nodes_s": nodes}
+
+
+def naive_merge(spark: SparkSession, cap_seconds: float) -> dict:
+    """The hand-written baseline: pairwise edges, min-label propagation, collect_list."""
+    started = time.monotonic()
+    live = []
+    for offset, name in enumerate(DATASETS):
+        table = spark.table(f"{SCHEMA}.{name}").where(~F.col("is_deleted"))
+        live.append(
+            table.select(
+                F.concat(F.lit(f"{offset}|"), "_id").alias("node"),
+                F.lower("email").alias("email"),
+                F.expr("right(regexp_replace(phone, '[^0-9]', ''), 8)").alias("phone"),
+            )
+        )
+    records = live[0].unionByName(live[1]).unionByName(live[2])
+    pairs = None
+    for key in ("email", "phone"):
+        valued = records.where(F.col(key).isNotNull() & (F.col(key) != "")).select("node", key)
+        joined = (
+            valued.alias("l")
+            .join(valued.alias("r"), key)
+            .select(F.col("l.node").alias("a"), F.col("r.node").alias("b"))
+        )
+        pairs = joined if pairs is None else pairs.union(joined)
+    edges = materialize(pairs.where("a < b").distinct())
+    edge_count = edges.count()
+    labels = materialize(records.select("node", F.col("node").alias("label")))
+    rounds = 0
+    while True:
+        rounds += 1
+        both = edges.select("a", "b").union(
+            edges.select(F.col("b").alias("a"), F.col("a").alias("b"))
+        )
+        proposed = (
+            both.join(labels.withColumnRenamed("node", "b"), "b")
+            .groupBy("a")
+            .agg(F.min("label").alias("candidate"))
+        )
+        # the lineage is cut every round, or planning alone exhausts the driver
+        updated = materialize(
+            labels.join(proposed.withColumnRenamed("a", "node"), "node", "left").select(
+                "node",
+                F.least("label", F.coalesce("candidate", "label")).alias("label"),
+                (F.col("candidate") < F.col("label")).alias("changed"),
+            )
+        )
+        labels = updated.select("node", "label")
+        if updated.where("changed").isEmpty():
+            break
+        if time.monotonic() - started > cap_seconds:
+            return {"total_s": None, "rounds": rounds, "edges": edge_count, "finished": False}
+    merged = labels.groupBy("label").agg(F.sort_array(F.collect_list("node")).alias("members"))
+    merged.write.format("iceberg").mode("overwrite").saveAsTable(f"{SCHEMA}.naive_people")
+    total = time.monotonic() - started
+    return {"total_s": round(total, 1), "rounds": rounds, "edges": edge_count, "finished": True}
+
+
+def value_node_edges(spark: SparkSession) -> int:
+    return spark.table(f"{SCHEMA}.people_edges").count()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100000,1000000", help="records, comma-separated")
+    parser.add_argument("--baseline-cap", type=float, default=600.0)
+    parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument(
+        "--chain",
+        type=int,
+        default=25,
+        help="people linked in a chain (a CRM phone is the next one's)",
+    )
+    parser.add_argument("--json", type=Path, default=OUT / "entity_merge.json")
+    args = parser.parse_args()
+
+    results = []
+    for size in [int(s) for s in args.sizes.split(",")]:
+        write_project(size, args.chain)
+        dbt("deps")
+        print(f"records={size:,}: dbt run ...", flush=True)
+        ours = run_dbt_merge()
+        spark = sessions.get_session(
+            sessions.SessionSettings(warehouse=WAREHOUSE, log_dir=OUT / "logs")
+        )
+        merged = spark.table(f"{SCHEMA}.people")
+        row = {
+            "records": size,
+            "dbt_merge": ours,
+            "entities": merged.count(),
+            "largest": merged.agg(F.max(F.size("$ids"))).first()[0],
+            "value_node_edges": value_node_edges(spark),
+        }
+        if not args.no_baseline:
+            print(f"records={size:,}: naive baseline ...", flush=True)
+            row["naive"] = naive_merge(spark, args.baseline_cap)
+        print(json.dumps(row), flush=True)
+        results.append(row)
+
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    machine = {"python": platform.python_version(), "machine": platform.machine()}
+    args.json.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+    print()
+    print("| records | entities | dbt run (all nodes) | edges | components | merged | naive |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for row in results:
+        nodes = row["dbt_merge"]["nodes_s"]
+        naive = row.get("naive") or {}
+        naive_text = (
+            f"{naive['total_s']} s ({naive['rounds']} rounds)"
+            if naive.get("finished")
+            else ("did not finish" if naive else "-")
+        )
+        print(
+            f"| {row['records']:,} | {row['entities']:,} | {row['dbt_merge']['total_s']} s "
+            f"| {nodes.get('people_edges')} s | {nodes.get('people_components')} s "
+            f"| {nodes.get('people')} s | {naive_text} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
