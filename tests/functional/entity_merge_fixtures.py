@@ -1,10 +1,20 @@
-"""Shared pieces of the entity merge functional tests: a merge is three models."""
+"""Shared pieces of the functional tests that use dbt_merge as an installed package."""
 
 from __future__ import annotations
+
+import pytest
 
 from tests.conftest import ROOT
 
 PACKAGES = {"packages": [{"local": str(ROOT)}]}
+
+
+class InstallsDbtMerge:
+    """A dbt-tests-adapter project class whose project installs dbt_merge (`local:`)."""
+
+    @pytest.fixture(scope="class")
+    def packages(self):
+        return PACKAGES
 
 
 def merge_models(name: str, materialized: str = "table") -> dict[str, str]:

@@ -7,7 +7,7 @@ import json
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from tests.functional.entity_merge_fixtures import PACKAGES, merge_models, merge_vars
+from tests.functional.entity_merge_fixtures import InstallsDbtMerge, merge_models, merge_vars
 
 SESAM_A = "_id,f1\na1,1\na2,2\n"
 SESAM_B = "_id,f1,f2\nb1,1,x\nb2,3,\n"
@@ -56,12 +56,8 @@ models:
 """
 
 
-class TestSesamExample:
+class TestSesamExample(InstallsDbtMerge):
     """SPEC §1 'The Sesam example': the exact golden output."""
-
-    @pytest.fixture(scope="class")
-    def packages(self):
-        return PACKAGES
 
     @pytest.fixture(scope="class")
     def seeds(self):
@@ -166,7 +162,7 @@ STRATEGY_DATASETS = ["strat_1 a", "strat_2 b", "strat_3 c"]
 STRATEGY_SET = [["a._k", "b._k", "c._k"]]
 
 
-class TestMergeSemantics:
+class TestMergeSemantics(InstallsDbtMerge):
     """Strategies, identity first, null/empty/array operands, $ids passthrough, sets."""
 
     merges = {
@@ -205,10 +201,6 @@ class TestMergeSemantics:
             "equality_sets": [["a.x", "b.x", "c.y"], ["c.y", "d.y"]],
         },
     }
-
-    @pytest.fixture(scope="class")
-    def packages(self):
-        return PACKAGES
 
     @pytest.fixture(scope="class")
     def models(self):
@@ -309,12 +301,8 @@ def declare(**changes):
     return json.dumps({"dbt_merge": {"entity_merges": {"bad": decl}}})
 
 
-class TestBadDeclarations:
+class TestBadDeclarations(InstallsDbtMerge):
     """Each mistake fails at compile time with the merge, the setting and the value."""
-
-    @pytest.fixture(scope="class")
-    def packages(self):
-        return PACKAGES
 
     @pytest.fixture(scope="class")
     def models(self):
@@ -522,12 +510,8 @@ INCREMENTAL_MODELS = {
 }
 
 
-class TestIncrementalMerge:
+class TestIncrementalMerge(InstallsDbtMerge):
     """Later runs emit only changes; ids that stop being valid come back $replaced."""
-
-    @pytest.fixture(scope="class")
-    def packages(self):
-        return PACKAGES
 
     @pytest.fixture(scope="class")
     def models(self):
@@ -635,13 +619,9 @@ def people_merge(crm: str, billing: str) -> dict:
     }
 
 
-class TestDeterminism:
+class TestDeterminism(InstallsDbtMerge):
     """Same input in another order, partitioning, shuffle width and closure method:
     byte-identical _id, $ids and entity."""
-
-    @pytest.fixture(scope="class")
-    def packages(self):
-        return PACKAGES
 
     @pytest.fixture(scope="class")
     def models(self):

@@ -1,0 +1,58 @@
+{#-- Checks the upsert materialization runs before anything is written. --#}
+
+{#-- The batch: the delete column is boolean; keys and ordering values are never null
+     (a null key cannot be matched, a null ordering value cannot be ordered: both fail
+     the run, as Hudi fails on a null ordering value). --#}
+{% macro _check_upsert_batch(relation, cfg, batch_columns) %}
+    {% set types = {} %}
+    {% for column in batch_columns %}{% do types.update({column.name | lower: column.dtype | lower}) %}{% endfor %}
+    {% if cfg.delete_column and types[cfg.delete_column | lower] != 'boolean' %}
+        {% do dbt_merge._upsert_error('delete_column', 'column ' ~ cfg.delete_column ~ ' has type ' ~ types[cfg.delete_column | lower] ~ ', expected boolean') %}
+    {% endif %}
+    {% set counts = [] %}
+    {% for setting in ['unique_key', 'precombine_key'] %}
+        {% for name in cfg[setting] %}
+            {% do counts.append("count_if(" ~ adapter.quote(name) ~ " is null)") %}
+        {% endfor %}
+    {% endfor %}
+    {% set found = run_query('select ' ~ (counts | join(', ')) ~ ' from ' ~ relation).rows[0] %}
+    {% set names = cfg.unique_key + cfg.precombine_key %}
+    {% for name in names %}
+        {% if found[loop.index0] > 0 %}
+            {% set setting = 'unique_key' if loop.index0 < cfg.unique_key | length else 'precombine_key' %}
+            {% do dbt_merge._upsert_error(setting, found[loop.index0] ~ ' row(s) of the batch have a null ' ~ name ~ '; a version without a key or an ordering value cannot be merged. Filter or fill them in the model') %}
+        {% endif %}
+    {% endfor %}
+{% endmacro %}
+
+
+{#-- What fixes a table's merge behaviour, as stored in its table property dbt_merge.upsert. --#}
+{% macro _upsert_table_settings(cfg) %}
+    {{ return(tojson({
+        'unique_key': cfg.unique_key | map('lower') | list,
+        'precombine_key': cfg.precombine_key | map('lower') | list,
+        'merge_mode': cfg.merge_mode,
+        'partial_update': cfg.partial_update,
+        'overwrite_non_defaults': cfg.overwrite_non_defaults,
+        'delete_column': (cfg.delete_column | lower) if cfg.delete_column else none,
+    }, sort_keys=true)) }}
+{% endmacro %}
+
+
+{#-- The mode is fixed once the table exists: a changed config fails and says what changed. --#}
+{% macro _check_upsert_table_settings(relation, settings) %}
+    {% set found = run_query("show tblproperties " ~ relation ~ " ('dbt_merge.upsert')") %}
+    {% set stored_text = found.rows[0][1] if found.rows | length > 0 else '' %}
+    {% if not (stored_text | string).startswith('{') %}
+        {% do dbt_merge._upsert_error('incremental_strategy', 'table ' ~ relation ~ ' was not built by the upsert strategy (it has no dbt_merge.upsert table property); run with --full-refresh to rebuild it') %}
+    {% endif %}
+    {% set stored = fromjson(stored_text) %}
+    {% set wanted = fromjson(settings) %}
+    {% set changes = [] %}
+    {% for key in wanted | sort if stored.get(key) != wanted[key] %}
+        {% do changes.append(key ~ ': ' ~ stored.get(key) ~ ' -> ' ~ wanted[key]) %}
+    {% endfor %}
+    {% if changes %}
+        {% do dbt_merge._upsert_error(changes[0].split(':')[0], 'table ' ~ relation ~ ' was built with other merge settings (' ~ (changes | join('; ')) ~ '). They are fixed once the table exists: run with --full-refresh to rebuild it with the new ones') %}
+    {% endif %}
+{% endmacro %}

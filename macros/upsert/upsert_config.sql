@@ -1,0 +1,133 @@
+{#--
+    The upsert settings of the current model (incremental_strategy='upsert'), checked and
+    resolved: the Hudi `payload` aliases mapped onto merge_mode / partial_update /
+    overwrite_non_defaults, keys as lists. With `columns` (the batch's column names) the
+    key, ordering and delete columns are checked against the model too. Every error
+    names the model, the setting and the value, and comes before anything is written.
+--#}
+{% macro upsert_config(columns=none) %}
+    {{ return(adapter.dispatch('upsert_config', 'dbt_merge')(columns)) }}
+{% endmacro %}
+
+
+{% macro _upsert_settings() %}
+    {{ return({
+        'merge_modes': ['event_time_ordering', 'commit_time_ordering', 'custom'],
+        'payloads': {
+            'OverwriteWithLatestAvroPayload': {'merge_mode': 'commit_time_ordering', 'partial_update': false, 'overwrite_non_defaults': false},
+            'DefaultHoodieRecordPayload': {'merge_mode': 'event_time_ordering', 'partial_update': false, 'overwrite_non_defaults': false},
+            'EventTimeAvroPayload': {'merge_mode': 'event_time_ordering', 'partial_update': false, 'overwrite_non_defaults': false},
+            'OverwriteNonDefaultsWithLatestAvroPayload': {'merge_mode': 'commit_time_ordering', 'partial_update': false, 'overwrite_non_defaults': true},
+            'PartialUpdateAvroPayload': {'merge_mode': 'event_time_ordering', 'partial_update': true, 'overwrite_non_defaults': false},
+        },
+        'defaults': {'merge_mode': 'event_time_ordering', 'partial_update': false, 'overwrite_non_defaults': false},
+    }) }}
+{% endmacro %}
+
+
+{% macro _upsert_error(setting, message) %}
+    {% set msg -%}
+        dbt_merge upsert in model {{ model.name }}, config '{{ setting }}': {{ message }}
+    {%- endset %}
+    {% do exceptions.raise_compiler_error(msg) %}
+{% endmacro %}
+
+
+{#-- A key setting as a list of names: a string, a list of strings, or none. --#}
+{% macro _upsert_names(setting, value) %}
+    {% if value is none %}
+        {{ return([]) }}
+    {% elif value is string %}
+        {{ return([value] if value.strip() else []) }}
+    {% elif value is sequence and value is not mapping %}
+        {% for name in value if name is not string or not name.strip() %}
+            {% do dbt_merge._upsert_error(setting, 'expected column names but received the value: ' ~ value) %}
+        {% endfor %}
+        {{ return(value | list) }}
+    {% endif %}
+    {% do dbt_merge._upsert_error(setting, 'expected a column name or a list of column names but received the value: ' ~ value) %}
+{% endmacro %}
+
+
+{% macro default__upsert_config(columns) %}
+    {% set known = dbt_merge._upsert_settings() %}
+    {% set payload = config.get('payload') %}
+    {% set resolved = {} %}
+    {% if payload is not none %}
+        {% if payload not in known.payloads %}
+            {% do dbt_merge._upsert_error('payload', 'invalid payload provided: ' ~ payload ~ '. Expected one of: ' ~ (known.payloads.keys() | join(', '))) %}
+        {% endif %}
+        {% for setting, implied in known.payloads[payload].items() %}
+            {% set explicit = config.get(setting) %}
+            {% if explicit is not none and explicit != implied %}
+                {% do dbt_merge._upsert_error(setting, 'is set to ' ~ explicit ~ ' but payload ' ~ payload ~ ' means ' ~ setting ~ ' = ' ~ implied ~ '. Remove one of the two') %}
+            {% endif %}
+            {% do resolved.update({setting: implied}) %}
+        {% endfor %}
+    {% else %}
+        {% for setting, default in known.defaults.items() %}
+            {% set value = config.get(setting) %}
+            {% do resolved.update({setting: default if value is none else value}) %}
+        {% endfor %}
+    {% endif %}
+
+    {% if resolved.merge_mode not in known.merge_modes %}
+        {% do dbt_merge._upsert_error('merge_mode', 'invalid merge mode provided: ' ~ resolved.merge_mode ~ '. Expected one of: ' ~ (known.merge_modes | join(', '))) %}
+    {% endif %}
+    {% for setting in ['partial_update', 'overwrite_non_defaults'] %}
+        {% if resolved[setting] is not boolean %}
+            {% do dbt_merge._upsert_error(setting, 'expected true or false but received the value: ' ~ resolved[setting]) %}
+        {% endif %}
+    {% endfor %}
+    {% if resolved.partial_update and resolved.overwrite_non_defaults %}
+        {% do dbt_merge._upsert_error('partial_update', 'both partial_update and overwrite_non_defaults are true; only one is allowed') %}
+    {% endif %}
+
+    {% set unique_key = dbt_merge._upsert_names('unique_key', config.get('unique_key')) %}
+    {% if not unique_key %}
+        {% do dbt_merge._upsert_error('unique_key', 'the upsert strategy needs a unique_key (one column or a list)') %}
+    {% endif %}
+    {% set precombine_key = dbt_merge._upsert_names('precombine_key', config.get('precombine_key')) %}
+    {% if not precombine_key and (resolved.merge_mode == 'event_time_ordering' or resolved.partial_update) %}
+        {% do dbt_merge._upsert_error('precombine_key', 'merge_mode ' ~ resolved.merge_mode ~ (' with partial_update' if resolved.partial_update else '') ~ ' orders versions by it: set precombine_key (one column or a list)') %}
+    {% endif %}
+    {% set delete_column = config.get('delete_column') %}
+    {% set arrival_column = config.get('arrival_column') %}
+    {% for setting, value in [('delete_column', delete_column), ('arrival_column', arrival_column)] %}
+        {% if value is not none and (value is not string or not value.strip()) %}
+            {% do dbt_merge._upsert_error(setting, 'expected a column name but received the value: ' ~ value) %}
+        {% endif %}
+    {% endfor %}
+
+    {% set custom_merger = config.get('custom_merger') %}
+    {% if resolved.merge_mode == 'custom' %}
+        {% if custom_merger is none %}
+            {% do dbt_merge._upsert_error('custom_merger', "merge_mode custom needs custom_merger: the name of a macro (column, source, target) that renders a column's merged value") %}
+        {% elif custom_merger not in context %}
+            {% do dbt_merge._upsert_error('custom_merger', 'no macro named ' ~ custom_merger ~ ' in this project') %}
+        {% endif %}
+    {% elif custom_merger is not none %}
+        {% do dbt_merge._upsert_error('custom_merger', 'is set but merge_mode is ' ~ resolved.merge_mode ~ '; custom_merger needs merge_mode custom') %}
+    {% endif %}
+
+    {% if columns is not none %}
+        {% set present = columns | map('lower') | list %}
+        {% for setting, names in [('unique_key', unique_key), ('precombine_key', precombine_key), ('delete_column', [delete_column] if delete_column else []), ('arrival_column', [arrival_column] if arrival_column else [])] %}
+            {% for name in names if name | lower not in present %}
+                {% do dbt_merge._upsert_error(setting, 'column ' ~ name ~ ' is not in the model. Its columns: ' ~ (columns | join(', '))) %}
+            {% endfor %}
+        {% endfor %}
+    {% endif %}
+
+    {{ return({
+        'unique_key': unique_key,
+        'precombine_key': precombine_key,
+        'merge_mode': resolved.merge_mode,
+        'partial_update': resolved.partial_update,
+        'overwrite_non_defaults': resolved.overwrite_non_defaults,
+        'delete_column': delete_column,
+        'arrival_column': arrival_column,
+        'custom_merger': custom_merger,
+        'payload': payload,
+    }) }}
+{% endmacro %}

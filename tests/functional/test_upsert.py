@@ -1,0 +1,328 @@
+"""incremental_strategy='upsert' from a project that installs dbt_merge (SPEC §2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+
+from tests.functional.entity_merge_fixtures import InstallsDbtMerge
+
+# (id, ts, name, price, is_deleted), three batches chosen by var('batch')
+BATCHES = {
+    1: [
+        "(1, 2, 'name_2', 'price_2', false)",
+        "(2, 5, 'x', null, false)",  # three versions of 2 in one batch: ts 7 wins
+        "(2, 7, 'y', null, false)",
+        "(2, 6, 'z', null, false)",
+        "(3, 2, 'name_1', null, false)",
+        "(4, 5, 's', null, false)",
+        "(7, 1, 'x', null, true)",  # a delete on the first run: never stored
+    ],
+    2: [
+        "(1, 1, 'name_1', 'price_1', false)",  # older than stored
+        "(3, 1, null, 'price_1', false)",  # older, partial
+        "(4, 3, null, null, true)",  # older delete
+        "(5, 1, 'new', null, false)",
+        "(6, 1, 'gone', null, true)",  # delete of a key never stored
+    ],
+    3: ["(4, 5, null, null, true)"],  # a delete with the stored ordering value: a tie
+}
+
+BATCH_SQL = """
+{{ config(materialized='view') }}
+{% set batches = BATCHES_JSON %}
+select
+    cast(id as int) as id,
+    cast(ts as int) as ts,
+    cast(name as string) as name,
+    cast(price as string) as price,
+    cast(is_deleted as boolean) as is_deleted
+from values {{ batches[var('batch', 1) | string] | join(', ') }}
+    as t(id, ts, name, price, is_deleted)
+""".replace("BATCHES_JSON", json.dumps({str(k): v for k, v in BATCHES.items()}))
+
+
+def upsert_model(**config) -> str:
+    settings = {
+        "materialized": "incremental",
+        "incremental_strategy": "upsert",
+        "file_format": "iceberg",
+        "unique_key": "id",
+        **config,
+    }
+    rendered = ", ".join(
+        f"{k}={v!r}" if not str(v).startswith("var(") else f"{k}={v}" for k, v in settings.items()
+    )
+    return f"{{{{ config({rendered}) }}}}\nselect * from {{{{ ref('batch') }}}}"
+
+
+PYTHON_UPSERT = """
+def model(dbt, session):
+    dbt.config(
+        materialized="incremental",
+        incremental_strategy="upsert",
+        file_format="iceberg",
+        unique_key="id",
+        precombine_key="ts",
+        delete_column="is_deleted",
+    )
+    return dbt.ref("batch")
+"""
+
+MODELS = {
+    "batch.sql": BATCH_SQL,
+    "python_event_time.py": PYTHON_UPSERT,
+    "event_time.sql": upsert_model(
+        precombine_key="ts",
+        delete_column="is_deleted",
+        merge_mode="var('event_mode', 'event_time_ordering')",
+    ),
+    "commit_time.sql": upsert_model(
+        precombine_key="ts", delete_column="is_deleted", merge_mode="commit_time_ordering"
+    ),
+    "partial.sql": upsert_model(
+        precombine_key="ts", delete_column="is_deleted", partial_update=True
+    ),
+    "partial_payload.sql": upsert_model(
+        precombine_key="ts", delete_column="is_deleted", payload="PartialUpdateAvroPayload"
+    ),
+    "non_defaults.sql": upsert_model(
+        precombine_key="ts",
+        delete_column="is_deleted",
+        payload="OverwriteNonDefaultsWithLatestAvroPayload",
+    ),
+}
+
+
+def table(spark, schema, name):
+    return [
+        tuple(r)
+        for r in spark.sql(f"select id, ts, name, price from {schema}.{name} order by id").collect()
+    ]
+
+
+class TestUpsertSemantics(InstallsDbtMerge):
+    @pytest.fixture(scope="class")
+    def models(self):
+        return MODELS
+
+    def run_batch(self, number):
+        return run_dbt(["run", "--vars", json.dumps({"batch": number})])
+
+    def test_three_batches(self, project, spark):
+        schema = project.test_schema
+        run_dbt(["deps"])
+        self.run_batch(1)
+        first = [
+            (1, 2, "name_2", "price_2"),
+            (2, 7, "y", None),
+            (3, 2, "name_1", None),
+            (4, 5, "s", None),
+        ]
+        for name in ("event_time", "commit_time", "non_defaults"):
+            assert table(spark, schema, name) == first, f"{name}: precombined, delete left out"
+        assert table(spark, schema, "partial") == first
+
+        self.run_batch(2)
+        assert table(spark, schema, "event_time") == [
+            (1, 2, "name_2", "price_2"),  # an older version never overwrites
+            (2, 7, "y", None),
+            (3, 2, "name_1", None),
+            (4, 5, "s", None),  # an older delete does not delete
+            (5, 1, "new", None),
+        ]
+        assert table(spark, schema, "python_event_time") == table(spark, schema, "event_time"), (
+            "a Python model upserts the same way"
+        )
+        assert table(spark, schema, "commit_time") == [
+            (1, 1, "name_1", "price_1"),  # the incoming version always wins
+            (2, 7, "y", None),
+            (3, 1, None, "price_1"),
+            (5, 1, "new", None),  # 4 deleted by the incoming delete
+        ]
+        partial = [
+            (1, 2, "name_2", "price_2"),
+            (2, 7, "y", None),
+            (3, 2, "name_1", "price_1"),  # stored is newer: base, its null price filled
+            (4, 5, "s", None),
+            (5, 1, "new", None),
+        ]
+        assert table(spark, schema, "partial") == partial
+        assert table(spark, schema, "partial_payload") == partial, "the payload alias"
+        assert table(spark, schema, "non_defaults") == [
+            (1, 1, "name_1", "price_1"),
+            (2, 7, "y", None),
+            (3, 1, "name_1", "price_1"),  # null name keeps the stored one; ts goes back
+            (5, 1, "new", None),
+        ]
+
+        upserts = [name.split(".")[0] for name in MODELS if name != "batch.sql"]
+        before = {name: table(spark, schema, name) for name in upserts}
+        self.run_batch(2)
+        after = {name: table(spark, schema, name) for name in upserts}
+        assert after == before, "re-running the same batch is idempotent"
+
+        self.run_batch(3)
+        assert [r[0] for r in table(spark, schema, "event_time")] == [1, 2, 3, 5], (
+            "a delete with an equal ordering value wins (ties go to the incoming version)"
+        )
+
+    def test_merge_mode_is_fixed_once_the_table_exists(self, project, spark):
+        schema = project.test_schema
+        before = table(spark, schema, "event_time")
+        _, output = run_dbt_and_capture(
+            [
+                "run",
+                "--select",
+                "event_time",
+                "--vars",
+                json.dumps({"batch": 1, "event_mode": "commit_time_ordering"}),
+            ],
+            expect_pass=False,
+        )
+        text = " ".join(output.split())
+        assert "config 'merge_mode'" in text
+        assert "merge_mode: event_time_ordering -> commit_time_ordering" in text
+        assert "--full-refresh" in text
+        assert table(spark, schema, "event_time") == before, "nothing written"
+
+
+BAD_MODEL = """
+{% set settings = {
+    'materialized': 'incremental', 'incremental_strategy': 'upsert', 'file_format': 'iceberg'
+} %}
+{% do settings.update(var('upsert_config', {})) %}
+{{ config(**settings) }}
+select * from {{ ref(var('upsert_input', 'batch')) }}
+"""
+NULL_KEYS = "select * from values (1, 1, true), (null, 2, false) as t(id, ts, is_deleted)"
+TEXT_DELETES = "select * from values (1, 1, 'yes') as t(id, ts, is_deleted)"
+KEEP_LARGER = """
+{% macro keep_larger(column, source, target) -%}
+    greatest({{ source }}.{{ column }}, {{ target }}.{{ column }})
+{%- endmacro %}
+"""
+
+
+class TestUpsertConfigErrors(InstallsDbtMerge):
+    """Bad config fails before anything is written, naming the model, key and value."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "batch.sql": BATCH_SQL,
+            "bad.sql": BAD_MODEL,
+            "null_keys.sql": NULL_KEYS,
+            "text_deletes.sql": TEXT_DELETES,
+            "custom.sql": upsert_model(
+                precombine_key="ts", merge_mode="custom", custom_merger="keep_larger"
+            ),
+        }
+
+    @pytest.fixture(scope="class")
+    def macros(self):
+        return {"keep_larger.sql": KEEP_LARGER}
+
+    @pytest.fixture(scope="class")
+    def ready(self, project):
+        run_dbt(["deps"])
+        run_dbt(["run", "--select", "batch", "null_keys", "text_deletes"])
+        return project
+
+    @pytest.mark.parametrize(
+        "settings, expected",
+        [
+            (
+                {"precombine_key": "ts"},
+                "config 'unique_key': the upsert strategy needs a unique_key",
+            ),
+            ({"unique_key": "id"}, "config 'precombine_key': merge_mode event_time_ordering"),
+            (
+                {"unique_key": "id", "precombine_key": "ts", "merge_mode": "latest"},
+                "config 'merge_mode': invalid merge mode provided: latest",
+            ),
+            (
+                {"unique_key": "id", "precombine_key": "ts", "payload": "MyPayload"},
+                "config 'payload': invalid payload provided: MyPayload",
+            ),
+            (
+                {
+                    "unique_key": "id",
+                    "precombine_key": "ts",
+                    "payload": "PartialUpdateAvroPayload",
+                    "merge_mode": "commit_time_ordering",
+                },
+                "config 'merge_mode': is set to commit_time_ordering but payload "
+                "PartialUpdateAvroPayload means merge_mode = event_time_ordering",
+            ),
+            (
+                {"unique_key": "id", "precombine_key": "ts", "merge_mode": "custom"},
+                "config 'custom_merger': merge_mode custom needs custom_merger",
+            ),
+            (
+                {
+                    "unique_key": "id",
+                    "precombine_key": "ts",
+                    "merge_mode": "custom",
+                    "custom_merger": "no_such_macro",
+                },
+                "config 'custom_merger': no macro named no_such_macro",
+            ),
+            (
+                {"unique_key": "order_id", "precombine_key": "ts"},
+                "config 'unique_key': column order_id is not in the model",
+            ),
+            (
+                {"unique_key": "id", "precombine_key": "ts", "file_format": "parquet"},
+                "config 'file_format': is parquet",
+            ),
+            (
+                {
+                    "unique_key": "id",
+                    "precombine_key": "ts",
+                    "partial_update": True,
+                    "overwrite_non_defaults": True,
+                },
+                "both partial_update and overwrite_non_defaults are true",
+            ),
+        ],
+    )
+    def test_config_errors(self, ready, spark, settings, expected):
+        self.fails({"upsert_config": settings}, expected)
+
+    def test_batch_errors(self, ready, spark):
+        keys = {"unique_key": "id", "precombine_key": "ts", "delete_column": "is_deleted"}
+        self.fails(
+            {"upsert_config": keys, "upsert_input": "null_keys"},
+            "config 'unique_key': 1 row(s) of the batch have a null id",
+        )
+        self.fails(
+            {"upsert_config": keys, "upsert_input": "text_deletes"},
+            "config 'delete_column': column is_deleted has type string, expected boolean",
+        )
+
+    def fails(self, variables, expected):
+        schema = self.project_schema
+        _, output = run_dbt_and_capture(
+            ["run", "--select", "bad", "--vars", json.dumps(variables)], expect_pass=False
+        )
+        text = " ".join(output.split())
+        assert "dbt_merge upsert in model bad" in text
+        assert expected in text, text[-1500:]
+        listed = [r.tableName for r in self.spark.sql(f"show tables in {schema}").collect()]
+        assert "bad" not in listed, "nothing was written"
+
+    @pytest.fixture(autouse=True)
+    def _keep(self, project, spark):
+        self.project_schema = project.test_schema
+        self.spark = spark
+
+    def test_custom_merger_renders_each_column(self, ready, spark):
+        schema = ready.test_schema
+        run_dbt(["run", "--select", "batch", "custom", "--vars", json.dumps({"batch": 1})])
+        run_dbt(["run", "--select", "batch", "custom", "--vars", json.dumps({"batch": 2})])
+        got = table(spark, schema, "custom")
+        assert got[0] == (1, 2, "name_2", "price_2"), "greatest of each column"
+        assert got[2] == (3, 2, "name_1", "price_1"), "greatest ignores nulls"
