@@ -199,3 +199,51 @@ def test_every_catalog_column_and_macro_is_described(first_build):
     macros = [m for m in manifest["macros"].values() if m["package_name"] == "dbt_merge"]
     assert macros, "the package has macros"
     assert [m["name"] for m in macros if not m["description"].strip()] == []
+
+
+def test_orders_feed_event_time_against_commit_time(spark, first_build):
+    """The README's walkthrough: deliveries 2 and 3 after the build applied delivery 1."""
+
+    def state(model):
+        return rows(
+            spark,
+            f"select order_id, status, cast(amount as string), customer_id,"
+            f" date_format(updated_at, 'HH:mm') from {SCHEMA}.{model} order by order_id",
+        )
+
+    after_first = [
+        ("o1", "paid", "100.00", "c1", "09:30"),  # two versions in one batch, partial
+        ("o2", "placed", "50.00", "c2", "09:10"),
+        ("o3", "placed", "75.00", "c3", "09:20"),
+    ]
+    dbt(
+        "build",
+        "--select",
+        "order_changes",
+        "stg_order_changes",
+        "orders",
+        "orders_commit_time",
+        "--full-refresh",
+    )
+    assert state("orders") == after_first
+    assert state("orders_commit_time") == after_first
+    for batch in (2, 3):
+        dbt(
+            "run",
+            "--select",
+            "stg_order_changes",
+            "orders",
+            "orders_commit_time",
+            "--vars",
+            json.dumps({"orders_batch": batch}),
+        )
+    assert state("orders") == [
+        ("o1", "shipped", "100.00", "c1", "10:30"),  # the late 10:00 'paid' is ignored
+        ("o2", "placed", "50.00", "c2", "09:10"),  # the late 09:05 version is ignored
+        ("o4", "paid", "20.00", "c4", "11:30"),  # partial: amount and customer kept
+    ], "o3 deleted; o5 inserted and deleted in one batch never stored"
+    assert state("orders_commit_time") == [
+        ("o1", "paid", "100.00", "c1", "10:00"),  # the late change wins and rolls back
+        ("o2", "placed", "45.00", "c2", "09:05"),
+        ("o4", "paid", "20.00", "c4", "11:30"),
+    ]
