@@ -44,7 +44,7 @@
 {% macro _merge_entities_sql(spec, components, incremental=false, previous_columns=[], shuffle=false) %}
     {% set props = [] %}
     {% for key in spec.properties | sort %}
-        {% do props.append(spec.properties[key] | default({}, true)) %}
+        {% do props.append(spec.properties[key]) %}
         {% do props[-1].update({'key': key, 'index': loop.index0}) %}
     {% endfor %}
     {% set member_order = '(l, r) -> case when l.member_offset < r.member_offset then -1 when l.member_offset > r.member_offset then 1 when l.member_id < r.member_id then -1 when l.member_id > r.member_id then 1 else 0 end' %}

@@ -1,5 +1,3 @@
-{{ config(enabled=(target.profile_name == 'dbt_merge' or var('dbt_merge_demo', false))) }}
-
 -- SPEC §1 "The Sesam example": the merged output, row for row. Returns the differences.
 with
 

@@ -98,7 +98,7 @@ class SparkSessionAdapter(SparkAdapter):
     def dbt_merge_inspect_expression(self, sql: str) -> dict[str, Any]:
         """sqlglot's view of a merge operand; functions it does not know are asked of Spark.
 
-        The dbt_merge macros call this (through ``spark_session__inspect_expression``) when
+        The dbt_merge macro ``_inspect_expression`` (dispatched for spark_session) calls this when
         a model compiles, to reject anything that is not a pure row expression.
         """
         spark = sessions.activate(self._spark())
