@@ -326,3 +326,35 @@ class TestUpsertConfigErrors(InstallsDbtMerge):
         got = table(spark, schema, "custom")
         assert got[0] == (1, 2, "name_2", "price_2"), "greatest of each column"
         assert got[2] == (3, 2, "name_1", "price_1"), "greatest ignores nulls"
+
+
+SCHEMA_CHANGE = """
+{{{{ config(
+    materialized='incremental', incremental_strategy='upsert', file_format='iceberg',
+    unique_key='id', precombine_key='ts', on_schema_change='{mode}'
+) }}}}
+select 1 as id, {{{{ var('ts', 1) }}}} as ts, 'a' as name
+{{% if var('with_note', false) %}}, 'hello' as note{{% endif %}}
+"""
+
+
+class TestUpsertSchemaChanges(InstallsDbtMerge):
+    """on_schema_change behaves as with dbt-spark's merge strategy."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "appends.sql": SCHEMA_CHANGE.format(mode="append_new_columns"),
+            "ignores.sql": SCHEMA_CHANGE.format(mode="ignore"),
+        }
+
+    def test_new_batch_column(self, project, spark):
+        schema = project.test_schema
+        run_dbt(["deps"])
+        run_dbt(["run"])
+        run_dbt(["run", "--vars", json.dumps({"ts": 2, "with_note": True})])
+        appended = spark.sql(f"select id, ts, name, note from {schema}.appends").collect()
+        assert [tuple(r) for r in appended] == [(1, 2, "a", "hello")]
+        ignored = spark.table(f"{schema}.ignores")
+        assert ignored.columns == ["id", "ts", "name"], "the new column is left out"
+        assert [tuple(r) for r in ignored.collect()] == [(1, 2, "a")]

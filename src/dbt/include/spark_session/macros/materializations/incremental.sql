@@ -98,7 +98,10 @@
     {%- do process_schema_changes(on_schema_change, tmp_relation, existing_relation) -%}
     {%- call statement('main') -%}
       {%- if strategy == 'upsert' -%}
-        {{ dbt_merge.get_upsert_merge_sql(target_relation, precombined, cfg, columns, incremental_predicates) }}
+        {#-- the stored table's columns, after on_schema_change: batch columns it does not
+             have are left out under 'ignore', as dbt-spark's merge does --#}
+        {%- set stored_columns = adapter.get_columns_in_relation(target_relation) | map(attribute='name') | list -%}
+        {{ dbt_merge.get_upsert_merge_sql(target_relation, precombined, cfg, stored_columns, incremental_predicates) }}
       {%- else -%}
         {{ dbt_spark_get_incremental_sql(strategy, tmp_relation, target_relation, existing_relation, unique_key, incremental_predicates) }}
       {%- endif -%}
