@@ -64,13 +64,9 @@ members as (
     {% for dataset in spec.datasets %}
     {{ '(' if shuffle }}select
         {{ dataset.offset }} as member_offset,
-        cast({{ dataset.alias }}.{{ dataset.id_sql }} as string) as member_id,
-        {%- if dataset.ids_sql %}
-        coalesce({{ dataset.alias }}.{{ dataset.ids_sql }}, array(cast({{ dataset.alias }}.{{ dataset.id_sql }} as string))) as member_ids,
-        {%- else %}
-        array(cast({{ dataset.alias }}.{{ dataset.id_sql }} as string)) as member_ids,
-        {%- endif %}
-        not {{ dbt_merge._entity_is_live_sql(dataset) }} as member_deleted,
+        {{ dbt_merge._entity_id_sql(dataset) }} as member_id,
+        {{ dbt_merge._entity_ids_sql(dataset) }} as member_ids,
+        {{ dbt_merge._entity_is_deleted_sql(dataset) }} as member_deleted,
         {%- for prop in props %}
         {%- if prop.key in dataset.columns %}
         {%- set raw = dataset.alias ~ '.' ~ adapter.quote(dataset.column_names[prop.key]) %}

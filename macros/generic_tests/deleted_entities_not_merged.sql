@@ -16,14 +16,11 @@
         {% set select_deleted -%}
             select
                 {{ dbt_merge._entity_node_sql(dataset) }} as node,
-                {{ "'" ~ dataset.offset ~ "|' || " if spec.identity == 'composite' else '' }}cast({{ dataset.alias }}.{{ dataset.id_sql }} as string) as expected_id,
-                {%- if dataset.ids_sql %}
-                coalesce({{ dataset.alias }}.{{ dataset.ids_sql }}, array(cast({{ dataset.alias }}.{{ dataset.id_sql }} as string))) as expected_ids
-                {%- else %}
-                array(cast({{ dataset.alias }}.{{ dataset.id_sql }} as string)) as expected_ids
-                {%- endif %}
+                {#-- alone, composite identity is the node name, first identity the id --#}
+                {{ dbt_merge._entity_node_sql(dataset) if spec.identity == 'composite' else dbt_merge._entity_id_sql(dataset) }} as expected_id,
+                {{ dbt_merge._entity_ids_sql(dataset) }} as expected_ids
             from {{ dataset.relation }} as {{ dataset.alias }}
-            where not {{ dbt_merge._entity_is_live_sql(dataset) }}
+            where {{ dbt_merge._entity_is_deleted_sql(dataset) }}
         {%- endset %}
         {% do deleted.append(select_deleted) %}
     {% endfor %}

@@ -290,34 +290,32 @@ class TestUpsertConfigErrors(InstallsDbtMerge):
         ],
     )
     def test_config_errors(self, ready, spark, settings, expected):
-        self.fails({"upsert_config": settings}, expected)
+        self.fails(spark, ready.test_schema, {"upsert_config": settings}, expected)
 
     def test_batch_errors(self, ready, spark):
         keys = {"unique_key": "id", "precombine_key": "ts", "delete_column": "is_deleted"}
         self.fails(
+            spark,
+            ready.test_schema,
             {"upsert_config": keys, "upsert_input": "null_keys"},
             "config 'unique_key': 1 row(s) of the batch have a null id",
         )
         self.fails(
+            spark,
+            ready.test_schema,
             {"upsert_config": keys, "upsert_input": "text_deletes"},
             "config 'delete_column': column is_deleted has type string, expected boolean",
         )
 
-    def fails(self, variables, expected):
-        schema = self.project_schema
+    def fails(self, spark, schema, variables, expected):
         _, output = run_dbt_and_capture(
             ["run", "--select", "bad", "--vars", json.dumps(variables)], expect_pass=False
         )
         text = " ".join(output.split())
         assert "dbt_merge upsert in model bad" in text
         assert expected in text, text[-1500:]
-        listed = [r.tableName for r in self.spark.sql(f"show tables in {schema}").collect()]
+        listed = [r.tableName for r in spark.sql(f"show tables in {schema}").collect()]
         assert "bad" not in listed, "nothing was written"
-
-    @pytest.fixture(autouse=True)
-    def _keep(self, project, spark):
-        self.project_schema = project.test_schema
-        self.spark = spark
 
     def test_custom_merger_renders_each_column(self, ready, spark):
         schema = ready.test_schema

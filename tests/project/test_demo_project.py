@@ -157,10 +157,17 @@ def test_second_build_takes_the_incremental_path(spark, first_build):
     assert rows(spark, f"select count(*) from {SCHEMA}.demo_event_log") == [(20,)]
 
 
-def test_docs_generate_describes_every_node(first_build):
+@pytest.fixture(scope="module")
+def docs(first_build):
+    """`dbt docs generate`, once: (catalog, manifest)."""
     dbt("docs", "generate")
     catalog = json.loads((TARGET / "catalog.json").read_text())
     manifest = json.loads((TARGET / "manifest.json").read_text())
+    return catalog, manifest
+
+
+def test_docs_generate_describes_every_node(docs):
+    catalog, manifest = docs
     for name in ("demo_customer_activity", "demo_event_log", "stg_demo_events"):
         node = catalog["nodes"][f"model.dbt_merge.{name}"]
         assert node["columns"], f"{name} has columns in the catalog"
@@ -169,8 +176,8 @@ def test_docs_generate_describes_every_node(first_build):
     assert catalog["nodes"]["model.dbt_merge.stg_demo_events"]["metadata"]["type"] == "view"
 
 
-def test_every_node_and_column_is_described(first_build):
-    manifest = json.loads((TARGET / "manifest.json").read_text())
+def test_every_node_and_column_is_described(docs):
+    _, manifest = docs
     undocumented = []
     for uid, node in manifest["nodes"].items():
         if node["resource_type"] not in ("model", "seed") or node["package_name"] != "dbt_merge":
@@ -183,10 +190,8 @@ def test_every_node_and_column_is_described(first_build):
     assert undocumented == []
 
 
-def test_every_catalog_column_and_macro_is_described(first_build):
-    dbt("docs", "generate")
-    catalog = json.loads((TARGET / "catalog.json").read_text())
-    manifest = json.loads((TARGET / "manifest.json").read_text())
+def test_every_catalog_column_and_macro_is_described(docs):
+    catalog, manifest = docs
     missing = []
     for uid, stored in catalog["nodes"].items():
         documented = manifest["nodes"][uid]["columns"]
