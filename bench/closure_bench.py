@@ -30,6 +30,8 @@ from pyspark.sql import functions as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from baselines import naive_min_label  # noqa: E402
+
 from dbt.adapters.spark_session import session as sessions  # noqa: E402
 from dbt_merge.closure import ClosureStats, connected_components  # noqa: E402
 from dbt_merge.spark_utils import materialize  # noqa: E402
@@ -51,36 +53,6 @@ def graph(spark: SparkSession, shape: str, edges: int) -> DataFrame:
     else:
         raise ValueError(f"unknown shape {shape}")
     return ids.select(name(src).alias("src"), name(dst).alias("dst"))
-
-
-def naive_min_label(edges: DataFrame, cap_seconds: float) -> tuple[DataFrame | None, int]:
-    """Min-label propagation without shortcuts: one round per hop of the diameter."""
-    both = edges.select(F.col("src").alias("x"), F.col("dst").alias("y")).union(
-        edges.select(F.col("dst").alias("x"), F.col("src").alias("y"))
-    )
-    both = materialize(both)
-    labels = both.select(F.col("x").alias("node")).distinct()
-    labels = materialize(labels.select("node", F.col("node").alias("label")))
-    started, rounds = time.monotonic(), 0
-    while True:
-        rounds += 1
-        proposed = (
-            both.join(labels.withColumnRenamed("node", "y"), "y")
-            .groupBy("x")
-            .agg(F.min("label").alias("proposed"))
-        )
-        nxt = materialize(
-            labels.join(proposed.withColumnRenamed("x", "node"), "node", "left").select(
-                "node",
-                F.least("label", F.coalesce("proposed", "label")).alias("label"),
-                (F.col("proposed") < F.col("label")).alias("changed"),
-            )
-        )
-        if nxt.where("changed").isEmpty():
-            return nxt.select("node", F.col("label").alias("component")), rounds
-        labels = nxt.select("node", "label")
-        if time.monotonic() - started > cap_seconds:
-            return None, rounds
 
 
 def _line(shape, edges, method, seconds, rounds, components) -> str:

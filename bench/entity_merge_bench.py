@@ -10,8 +10,9 @@ node times dbt reports, plus the whole `dbt run`.
 
 Baseline, in the same process on the same data: what a hand-written Spark job
 typically does: pairwise edges by self-joins on each rule's values (k² edges for a
-value shared by k records), naive min-label propagation until nothing changes, then
-collect_list per component. It is capped in time and reported as "did not finish"
+value shared by k records), naive min-label propagation until nothing changes (the
+one in bench/baselines.py that the closure benchmark also uses), then collect_list
+per component. It is capped in time and reported as "did not finish"
 when the cap is hit.
 
 Usage:
@@ -35,6 +36,8 @@ from pyspark.sql import functions as F
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+
+from baselines import naive_min_label  # noqa: E402
 
 from dbt.adapters.spark_session import session as sessions  # noqa: E402
 from dbt_merge.spark_utils import materialize  # noqa: E402
@@ -172,32 +175,15 @@ def naive_merge(spark: SparkSession, cap_seconds: float) -> dict:
         pairs = joined if pairs is None else pairs.union(joined)
     edges = materialize(pairs.where("a < b").distinct())
     edge_count = edges.count()
-    labels = materialize(records.select("node", F.col("node").alias("label")))
-    rounds = 0
-    while True:
-        rounds += 1
-        both = edges.select("a", "b").union(
-            edges.select(F.col("b").alias("a"), F.col("a").alias("b"))
-        )
-        proposed = (
-            both.join(labels.withColumnRenamed("node", "b"), "b")
-            .groupBy("a")
-            .agg(F.min("label").alias("candidate"))
-        )
-        # the lineage is cut every round, or planning alone exhausts the driver
-        updated = materialize(
-            labels.join(proposed.withColumnRenamed("a", "node"), "node", "left").select(
-                "node",
-                F.least("label", F.coalesce("candidate", "label")).alias("label"),
-                (F.col("candidate") < F.col("label")).alias("changed"),
-            )
-        )
-        labels = updated.select("node", "label")
-        if updated.where("changed").isEmpty():
-            break
-        if time.monotonic() - started > cap_seconds:
-            return {"total_s": None, "rounds": rounds, "edges": edge_count, "finished": False}
-    merged = labels.groupBy("label").agg(F.sort_array(F.collect_list("node")).alias("members"))
+    # a self edge for every record: records that match nothing are entities too
+    graph = edges.select(F.col("a").alias("src"), F.col("b").alias("dst")).union(
+        records.select(F.col("node").alias("src"), F.col("node").alias("dst"))
+    )
+    remaining = cap_seconds - (time.monotonic() - started)
+    labels, rounds = naive_min_label(graph, remaining)
+    if labels is None:
+        return {"total_s": None, "rounds": rounds, "edges": edge_count, "finished": False}
+    merged = labels.groupBy("component").agg(F.sort_array(F.collect_list("node")).alias("members"))
     merged.write.format("iceberg").mode("overwrite").saveAsTable(f"{SCHEMA}.naive_people")
     total = time.monotonic() - started
     return {"total_s": round(total, 1), "rounds": rounds, "edges": edge_count, "finished": True}
