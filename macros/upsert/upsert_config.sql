@@ -74,7 +74,8 @@
     {% if resolved.merge_mode not in known.merge_modes %}
         {% do dbt_merge._upsert_error('merge_mode', 'invalid merge mode provided: ' ~ resolved.merge_mode ~ '. Expected one of: ' ~ (known.merge_modes | join(', '))) %}
     {% endif %}
-    {% for setting in ['partial_update', 'overwrite_non_defaults'] %}
+    {% do resolved.update({'provenance': config.get('provenance', false)}) %}
+    {% for setting in ['partial_update', 'overwrite_non_defaults', 'provenance'] %}
         {% if resolved[setting] is not boolean %}
             {% do dbt_merge._upsert_error(setting, 'expected true or false but received the value: ' ~ resolved[setting]) %}
         {% endif %}
@@ -129,5 +130,6 @@
         'arrival_column': arrival_column,
         'custom_merger': custom_merger,
         'payload': payload,
+        'provenance': resolved.provenance,
     }) }}
 {% endmacro %}

@@ -8,6 +8,7 @@
         merge_mode='event_time_ordering',
         partial_update=true,
         delete_column='is_deleted',
+        provenance=true,
     )
 }}
 

@@ -356,3 +356,92 @@ class TestUpsertSchemaChanges(InstallsDbtMerge):
         ignored = spark.table(f"{schema}.ignores")
         assert ignored.columns == ["id", "ts", "name"], "the new column is left out"
         assert [tuple(r) for r in ignored.collect()] == [(1, 2, "a")]
+
+
+def events(spark, schema, name):
+    rows = spark.sql(
+        f"select event_type, record_key, old_row, new_row, table_version, invocation_id"
+        f" from {schema}.{name}__provenance"
+    ).collect()
+    return rows
+
+
+class TestUpsertProvenance(InstallsDbtMerge):
+    """provenance=true: CREATE / UPDATE / DELETE per key a run changed (SPEC §5)."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "batch.sql": BATCH_SQL,
+            "audited.sql": upsert_model(
+                precombine_key="ts", delete_column="is_deleted", provenance=True
+            ),
+            "composite.sql": upsert_model(
+                unique_key=["id", "ts"], precombine_key="ts", provenance=True
+            ),
+        }
+
+    def run_batch(self, number, *select):
+        args = ["run", "--vars", json.dumps({"batch": number})]
+        return run_dbt(args + (["--select", *select] if select else []))
+
+    def kinds(self, spark, schema, name="audited"):
+        return sorted((r.event_type, r.record_key) for r in events(spark, schema, name))
+
+    def test_events_follow_what_each_run_changed(self, project, spark):
+        schema = project.test_schema
+        run_dbt(["deps"])
+        first = self.run_batch(1)
+        assert self.kinds(spark, schema) == [
+            ("CREATE", "1"), ("CREATE", "2"), ("CREATE", "3"), ("CREATE", "4")
+        ], "the first run creates every stored key; the batch's delete of 7 stores nothing"
+        created = {r.record_key: r for r in events(spark, schema, "audited")}
+        assert created["2"].old_row is None
+        assert json.loads(created["2"].new_row) == {
+            "id": 2, "ts": 7, "name": "y", "is_deleted": False
+        }, "the precombined winner, nulls left out of the JSON"
+        assert {r.invocation_id for r in events(spark, schema, "audited")} == {
+            first[0].node.config.get("invocation_id") or created["1"].invocation_id
+        }
+
+        self.run_batch(2)
+        assert self.kinds(spark, schema)[4:] == [("CREATE", "5")], (
+            "older versions and an older delete change nothing and record nothing"
+        )
+        self.run_batch(3)
+        deleted = [r for r in events(spark, schema, "audited") if r.event_type == "DELETE"]
+        assert [(r.record_key, r.new_row) for r in deleted] == [("4", None)]
+        assert json.loads(deleted[0].old_row)["name"] == "s"
+        versions = {r.table_version for r in events(spark, schema, "audited")}
+        assert len(versions) == 3, "each run's events carry the table version it produced"
+        assert len({r.invocation_id for r in events(spark, schema, "audited")}) == 3
+
+        composite = self.kinds(spark, schema, "composite")
+        assert ("CREATE", '{"id":2,"ts":7}') in composite, "a composite key is a JSON object"
+
+    def test_a_change_without_events_is_recorded_by_the_next_run(self, project, spark):
+        schema = project.test_schema
+        known = set(events(spark, schema, "audited"))
+        # a write outside dbt (or a run that died after its MERGE, before its events)
+        spark.sql(f"update {schema}.audited set name = 'outside' where id = 1")
+        self.run_batch(3, "audited")
+        new = [r for r in events(spark, schema, "audited") if r not in known]
+        assert [(r.event_type, r.record_key) for r in new] == [("UPDATE", "1")]
+        assert json.loads(new[0].old_row)["name"] == "name_2"
+        assert json.loads(new[0].new_row)["name"] == "outside"
+
+    def test_events_written_without_their_version_are_not_recorded_twice(
+        self, project, spark
+    ):
+        schema = project.test_schema
+        self.run_batch(2, "audited")  # changes nothing
+        spark.sql(f"update {schema}.audited set name = 'again' where id = 1")
+        self.run_batch(3, "audited")
+        count = len(events(spark, schema, "audited"))
+        # a run that died after writing its events but before recording their version
+        spark.sql(
+            f"alter table {schema}.audited__provenance"
+            " unset tblproperties ('dbt_merge.provenance_version')"
+        )
+        self.run_batch(3, "audited")
+        assert len(events(spark, schema, "audited")) == count

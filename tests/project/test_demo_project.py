@@ -232,6 +232,8 @@ def test_orders_feed_event_time_against_commit_time(spark, first_build):
     )
     assert state("orders") == after_first
     assert state("orders_commit_time") == after_first
+    recorded = set(rows(spark, f"select * from {SCHEMA}.orders_provenance"))
+    changes = {}
     for batch in (2, 3):
         dbt(
             "run",
@@ -242,6 +244,13 @@ def test_orders_feed_event_time_against_commit_time(spark, first_build):
             "--vars",
             json.dumps({"orders_batch": batch}),
         )
+        events = set(rows(spark, f"select * from {SCHEMA}.orders_provenance")) - recorded
+        recorded |= events
+        changes[batch] = sorted((event[0], event[2]) for event in events)
+    assert changes == {
+        2: [("CREATE", "o4"), ("DELETE", "o3"), ("UPDATE", "o1")],
+        3: [("UPDATE", "o4")],
+    }, "provenance: the late o1/o2 changes and o5's insert-then-delete changed nothing"
     assert state("orders") == [
         ("o1", "shipped", "100.00", "c1", "10:30"),  # the late 10:00 'paid' is ignored
         ("o2", "placed", "50.00", "c2", "09:10"),  # the late 09:05 version is ignored

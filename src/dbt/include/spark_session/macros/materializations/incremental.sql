@@ -62,6 +62,10 @@
       {%- do dbt_merge._check_upsert_table_settings(target_relation, settings) -%}
     {%- endif -%}
     {%- set precombined = dbt_merge.get_upsert_precombine_sql('select * from ' ~ tmp_relation, cfg, columns) -%}
+    {%- if cfg.provenance -%}
+      {%- set provenance_relation = dbt_merge._upsert_provenance_relation(target_relation) -%}
+      {%- set before_version = dbt_merge._upsert_provenance_before(target_relation, provenance_relation, cfg, file_format, not rebuild) -%}
+    {%- endif -%}
   {%- endif -%}
 
   {%- if rebuild -%}
@@ -106,6 +110,11 @@
         {{ dbt_spark_get_incremental_sql(strategy, tmp_relation, target_relation, existing_relation, unique_key, incremental_predicates) }}
       {%- endif -%}
     {%- endcall -%}
+  {%- endif -%}
+
+  {%- if strategy == 'upsert' and cfg.provenance -%}
+    {#-- CREATE / UPDATE / DELETE events: the diff of this commit over the batch's keys --#}
+    {%- do dbt_merge._upsert_provenance_after(target_relation, provenance_relation, cfg, file_format, before_version, none if rebuild else tmp_relation) -%}
   {%- endif -%}
 
   {%- if language == 'python' and (strategy == 'upsert' or not rebuild) -%}
