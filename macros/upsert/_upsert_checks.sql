@@ -39,10 +39,16 @@
 {% endmacro %}
 
 
-{#-- The mode is fixed once the table exists: a changed config fails and says what changed. --#}
-{% macro _check_upsert_table_settings(relation, settings) %}
+{#-- The mode is fixed once the table exists: a changed config fails and says what changed.
+     With adopt, a table without settings (created by an adapter's own first run) gets
+     them stored instead. --#}
+{% macro _check_upsert_table_settings(relation, settings, adopt=false) %}
     {% set found = run_query("show tblproperties " ~ relation ~ " ('dbt_merge.upsert')") %}
     {% set stored_text = found.rows[0][1] if found.rows | length > 0 else '' %}
+    {% if adopt and not (stored_text | string).startswith('{') %}
+        {% do dbt_merge._store_upsert_table_settings(relation, settings) %}
+        {{ return(none) }}
+    {% endif %}
     {% if not (stored_text | string).startswith('{') %}
         {% do dbt_merge._upsert_error('incremental_strategy', 'table ' ~ relation ~ ' was not built by the upsert strategy (it has no dbt_merge.upsert table property); run with --full-refresh to rebuild it') %}
     {% endif %}
@@ -55,4 +61,11 @@
     {% if changes %}
         {% do dbt_merge._upsert_error(changes[0].split(':')[0], 'table ' ~ relation ~ ' was built with other merge settings (' ~ (changes | join('; ')) ~ '). They are fixed once the table exists: run with --full-refresh to rebuild it with the new ones') %}
     {% endif %}
+{% endmacro %}
+
+
+{% macro _store_upsert_table_settings(relation, settings) %}
+    {% call statement('upsert_settings') %}
+        alter table {{ relation }} set tblproperties ('dbt_merge.upsert' = {{ dbt_merge._sql_string(settings) }})
+    {% endcall %}
 {% endmacro %}

@@ -445,3 +445,115 @@ class TestUpsertProvenance(InstallsDbtMerge):
         )
         self.run_batch(3, "audited")
         assert len(events(spark, schema, "audited")) == count
+
+
+# dbt-databricks 1.11's incremental flow, step by step, on the local adapter: a plain
+# CREATE TABLE AS on the first run, then a staged batch and the SQL of the strategy
+# macro that adapter.get_incremental_strategy_macro finds (get_incremental_upsert_sql).
+DATABRICKS_FLOW = """
+{% materialization incremental, adapter='spark_session', supported_languages=['sql'] %}
+  {%- set target_relation = this.incorporate(type='table') -%}
+  {%- set existing_relation = load_relation(this) -%}
+  {%- set on_schema_change = incremental_validate_on_schema_change(config.get('on_schema_change'), default='ignore') -%}
+  {{ run_hooks(pre_hooks) }}
+  {%- if existing_relation is none or should_full_refresh() -%}
+    {%- if existing_relation is not none -%}{% do adapter.drop_relation(existing_relation) %}{%- endif -%}
+    {%- call statement('main') -%}{{ create_table_as(False, target_relation, compiled_code) }}{%- endcall -%}
+  {%- else -%}
+    {%- set temp_relation = make_temp_relation(target_relation).include(database=false, schema=false) -%}
+    {%- call statement('create_temp_relation') -%}{{ create_table_as(True, temp_relation, compiled_code) }}{%- endcall -%}
+    {%- do process_schema_changes(on_schema_change, temp_relation, existing_relation) -%}
+    {%- set strategy_sql_macro_func = adapter.get_incremental_strategy_macro(context, config.get('incremental_strategy')) -%}
+    {%- set build_sql = strategy_sql_macro_func({
+        'target_relation': target_relation, 'temp_relation': temp_relation,
+        'unique_key': config.get('unique_key'), 'dest_columns': none,
+        'incremental_predicates': config.get('incremental_predicates')}) -%}
+    {%- call statement('main') -%}{{ build_sql }}{%- endcall -%}
+  {%- endif -%}
+  {{ run_hooks(post_hooks) }}
+  {{ return({'relations': [target_relation]}) }}
+{% endmaterialization %}
+"""
+ROOT_STRATEGY = """
+{% macro get_incremental_upsert_sql(arg_dict) %}
+    {{ return(dbt_merge.get_incremental_upsert_sql(arg_dict)) }}
+{% endmacro %}
+"""
+
+
+def strategy_model(body="select * from {{ ref('batch') }}", **config):
+    head = upsert_model(**config).split("\n")[0]
+    return f"{head}\n{{% call dbt_merge.precombined() %}}\n{body}\n{{% endcall %}}\n"
+
+
+class TestUpsertAsCustomStrategy(InstallsDbtMerge):
+    """The Databricks path: get_incremental_upsert_sql under dbt-databricks's flow."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        settings = {"precombine_key": "ts", "delete_column": "is_deleted"}
+        return {
+            "batch.sql": BATCH_SQL,
+            "event_time.sql": strategy_model(
+                **settings, merge_mode="var('event_mode', 'event_time_ordering')"
+            ),
+            "partial.sql": strategy_model(**settings, partial_update=True),
+            "commit_time.sql": strategy_model(**settings, merge_mode="commit_time_ordering"),
+            "audited.sql": strategy_model(**settings, provenance=True),
+        }
+
+    @pytest.fixture(scope="class")
+    def macros(self):
+        return {"databricks_flow.sql": DATABRICKS_FLOW, "upsert_strategy.sql": ROOT_STRATEGY}
+
+    def test_same_tables_as_the_materialization(self, project, spark):
+        schema = project.test_schema
+        run_dbt(["deps"])
+        select = ["--select", "batch", "event_time", "partial", "commit_time"]
+        run_dbt(["run", *select, "--vars", json.dumps({"batch": 1})])
+        stored = spark.sql(f"show tblproperties {schema}.event_time").collect()
+        assert "dbt_merge.upsert" not in {r.key for r in stored}, "a plain CREATE TABLE AS"
+        assert table(spark, schema, "event_time") == [
+            (1, 2, "name_2", "price_2"),
+            (2, 7, "y", None),
+            (3, 2, "name_1", None),
+            (4, 5, "s", None),
+        ], "the first run precombined by dbt_merge.precombined(), the delete left out"
+        for batch in (2, 3):
+            run_dbt(["run", *select, "--vars", json.dumps({"batch": batch})])
+        assert table(spark, schema, "event_time") == [
+            (1, 2, "name_2", "price_2"),
+            (2, 7, "y", None),
+            (3, 2, "name_1", None),
+            (5, 1, "new", None),
+        ]
+        assert table(spark, schema, "partial") == [
+            (1, 2, "name_2", "price_2"),
+            (2, 7, "y", None),
+            (3, 2, "name_1", "price_1"),
+            (5, 1, "new", None),
+        ]
+        assert table(spark, schema, "commit_time") == [
+            (1, 1, "name_1", "price_1"),
+            (2, 7, "y", None),
+            (3, 1, None, "price_1"),
+            (5, 1, "new", None),
+        ]
+        stored = spark.sql(f"show tblproperties {schema}.event_time").collect()
+        assert "dbt_merge.upsert" in {r.key for r in stored}, "the first merge stores the mode"
+
+        before = table(spark, schema, "event_time")
+        changed = {"batch": 2, "event_mode": "commit_time_ordering"}
+        _, output = run_dbt_and_capture(
+            ["run", "--select", "event_time", "--vars", json.dumps(changed)], expect_pass=False
+        )
+        assert "merge_mode: event_time_ordering -> commit_time_ordering" in " ".join(output.split())
+        assert table(spark, schema, "event_time") == before, "the mode lock holds here too"
+
+    def test_provenance_needs_the_materialization(self, project, spark):
+        run_dbt(["run", "--select", "batch", "audited", "--vars", json.dumps({"batch": 1})])
+        _, output = run_dbt_and_capture(
+            ["run", "--select", "audited", "--vars", json.dumps({"batch": 2})], expect_pass=False
+        )
+        text = " ".join(output.split())
+        assert "dbt_merge upsert in model audited, config 'provenance'" in text

@@ -84,9 +84,7 @@
       {%- call statement('main') -%}
         {{ create_table_as(False, target_relation, first_batch) }}
       {%- endcall -%}
-      {%- call statement('upsert_settings') -%}
-        alter table {{ target_relation }} set tblproperties ('dbt_merge.upsert' = {{ dbt_merge._sql_string(settings) }})
-      {%- endcall -%}
+      {%- do dbt_merge._store_upsert_table_settings(target_relation, settings) -%}
     {%- else -%}
       {%- call statement('main', language=language) -%}
         {{ create_table_as(False, target_relation, compiled_code, language) }}

@@ -1,0 +1,31 @@
+{#--
+    For adapters that build an upsert model's first run themselves (dbt-databricks: a
+    plain CREATE TABLE AS of the model's query), the same first-run rules as the
+    spark_session materialization: one row per key (the upsert precombine) and no
+    deleted keys. Wrap the model's select in a call block:
+
+        {% call dbt_merge.precombined() %}
+            select * from {{ ref('stg_order_changes') }}
+        {% endcall %}
+
+    On incremental runs the query is returned as it is (the strategy precombines the
+    batch). The spark_session adapter's materialization precombines a first run itself,
+    so there the block is not needed (and only costs a second pass over the first batch).
+--#}
+{% macro precombined() %}
+    {%- set query = caller() %}
+    {%- if not execute or is_incremental() %}
+        {{- return(query) }}
+    {%- endif %}
+    {%- set batch_columns = get_column_schema_from_query(query) %}
+    {%- set columns = batch_columns | map(attribute='name') | list %}
+    {%- set cfg = dbt_merge.upsert_config(columns) %}
+    {%- do dbt_merge._check_upsert_batch('(' ~ query ~ ') as batch', cfg, batch_columns) %}
+    {%- set first_batch -%}
+select * from ({{ dbt_merge.get_upsert_precombine_sql(query, cfg, columns) }}) as precombined
+        {%- if cfg.delete_column %}
+where not coalesce({{ adapter.quote(cfg.delete_column) }}, false)
+        {%- endif %}
+    {%- endset %}
+    {{- return(first_batch) }}
+{% endmacro %}
