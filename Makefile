@@ -9,7 +9,7 @@ DBT_ARGS := --project-dir . --profiles-dir .
 export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: run test install check-java docs bench bench-entity-merge lint clean
+.PHONY: run test install check-java docs bench bench-entity-merge bench-upsert lint clean
 
 ## run: install if needed, then the demo `dbt build` (seeds, models, tests) on embedded Spark
 run: install check-java
@@ -30,6 +30,10 @@ bench: install check-java
 ## bench-entity-merge: `dbt run` of a whole entity merge against a hand-written baseline
 bench-entity-merge: install check-java
 	$(BIN)/python bench/entity_merge_bench.py $(BENCH_ARGS)
+
+## bench-upsert: incremental_strategy='upsert' against dbt-spark's merge (1M batch into 10M rows)
+bench-upsert: install check-java
+	$(BIN)/python bench/upsert_bench.py $(BENCH_ARGS)
 
 install: $(STAMP)
 

@@ -25,9 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import shutil
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -38,14 +36,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from baselines import naive_min_label  # noqa: E402
+from bench_project import OUT, WAREHOUSE, BenchProject  # noqa: E402
 
 from dbt.adapters.spark_session import session as sessions  # noqa: E402
 from dbt_merge.spark_utils import materialize  # noqa: E402
 
-OUT = ROOT / "bench" / "out"
-PROJECT = OUT / "entity_merge_project"
-WAREHOUSE = OUT / "warehouse"
 SCHEMA = "bench_entity_merge"
+PROJECT = BenchProject("bench_entity_merge", SCHEMA)
 
 # people are numbered; a person has an email and a phone; each system holds some people
 DATASETS = {
@@ -77,10 +74,7 @@ MERGE = {
 
 def write_project(records: int, chain: int) -> None:
     """The dbt project: three generated datasets and the merge's three models."""
-    if PROJECT.exists():
-        shutil.rmtree(PROJECT)
-    models = PROJECT / "models"
-    models.mkdir(parents=True)
+    models = {}
     per_dataset = records // 3
     people = max(1, int(per_dataset * 0.8))
     for offset, (name, select) in enumerate(DATASETS.items()):
@@ -89,57 +83,26 @@ def write_project(records: int, chain: int) -> None:
             f" from range({per_dataset})"
         )
         body = select.replace("{chain}", str(chain))
-        (models / f"{name}.sql").write_text(f"with g as ({generated})\n{body} from g\n")
-    (models / "people_edges.sql").write_text("{{ dbt_merge.equality_edges('people') }}\n")
-    (models / "people_components.py").write_text(
+        models[f"{name}.sql"] = f"with g as ({generated})\n{body} from g\n"
+    models["people_edges.sql"] = "{{ dbt_merge.equality_edges('people') }}\n"
+    models["people_components.py"] = (
         "from dbt_merge.entity_merge import entity_components\n\n\n"
         "def model(dbt, session):\n"
         "    dbt.config(materialized='table')\n"
         "    return entity_components(dbt.ref('people_edges'))\n"
     )
-    (models / "people.sql").write_text(
-        "{{ dbt_merge.merge_entities('people', ref('people_components')) }}\n"
-    )
-    config = {
-        "name": "bench_entity_merge",
-        "version": "1.0",
-        "config-version": 2,
-        "profile": "bench_entity_merge",
-        "models": {"bench_entity_merge": {"+file_format": "iceberg", "+materialized": "table"}},
-        "vars": {"dbt_merge": {"entity_merges": {"people": MERGE}}},
-        "flags": {"send_anonymous_usage_stats": False},
-    }
-    (PROJECT / "dbt_project.yml").write_text(json.dumps(config, indent=2))
-    (PROJECT / "packages.yml").write_text(f"packages:\n  - local: {ROOT}\n")
-    (PROJECT / "profiles.yml").write_text(
-        textwrap.dedent(
-            f"""
-            bench_entity_merge:
-              target: local
-              outputs:
-                local:
-                  type: spark_session
-                  method: session
-                  schema: {SCHEMA}
-                  threads: 2
-                  warehouse: {WAREHOUSE}
-                  log_dir: {OUT / "logs"}
-                  server_side_parameters:
-                    spark.master: "local[2]"
-                    spark.driver.memory: "6g"
-            """
-        )
+    models["people.sql"] = "{{ dbt_merge.merge_entities('people', ref('people_components')) }}\n"
+    PROJECT.write(
+        models,
+        {
+            "models": {"bench_entity_merge": {"+file_format": "iceberg", "+materialized": "table"}},
+            "vars": {"dbt_merge": {"entity_merges": {"people": MERGE}}},
+        },
     )
 
 
 def dbt(*args: str):
-    from dbt.cli.main import dbtRunner
-
-    common = ["--project-dir", str(PROJECT), "--profiles-dir", str(PROJECT)]
-    result = dbtRunner().invoke([*args, *common])
-    if not result.success:
-        raise SystemExit(f"dbt {' '.join(args)} failed: {result.exception}")
-    return result
+    return PROJECT.dbt(*args)
 
 
 def run_dbt_merge() -> dict:

@@ -1,0 +1,67 @@
+"""A throw-away dbt project for a benchmark: it installs dbt_merge as a package and
+runs on the embedded `spark_session` adapter (local[2], a warehouse under bench/out)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "out"
+WAREHOUSE = OUT / "warehouse"
+
+
+class BenchProject:
+    """bench/out/<name>_project with the given models (file name → text)."""
+
+    def __init__(self, name: str, schema: str) -> None:
+        self.name = name
+        self.schema = schema
+        self.path = OUT / f"{name}_project"
+
+    def write(self, models: dict[str, str], project_config: dict | None = None) -> None:
+        if self.path.exists():
+            shutil.rmtree(self.path)
+        (self.path / "models").mkdir(parents=True)
+        for file_name, text in models.items():
+            (self.path / "models" / file_name).write_text(text)
+        config = {
+            "name": self.name,
+            "version": "1.0",
+            "config-version": 2,
+            "profile": self.name,
+            "flags": {"send_anonymous_usage_stats": False},
+            **(project_config or {}),
+        }
+        (self.path / "dbt_project.yml").write_text(json.dumps(config, indent=2))
+        (self.path / "packages.yml").write_text(f"packages:\n  - local: {ROOT}\n")
+        (self.path / "profiles.yml").write_text(
+            textwrap.dedent(
+                f"""
+                {self.name}:
+                  target: local
+                  outputs:
+                    local:
+                      type: spark_session
+                      method: session
+                      schema: {self.schema}
+                      threads: 2
+                      warehouse: {WAREHOUSE}
+                      log_dir: {OUT / "logs"}
+                      server_side_parameters:
+                        spark.master: "local[2]"
+                        spark.driver.memory: "6g"
+                """
+            )
+        )
+
+    def dbt(self, *args: str):
+        from dbt.cli.main import dbtRunner
+
+        common = ["--project-dir", str(self.path), "--profiles-dir", str(self.path)]
+        result = dbtRunner().invoke([*args, *common])
+        if not result.success:
+            raise SystemExit(f"dbt {' '.join(args)} failed: {result.exception}")
+        return result

@@ -1,0 +1,181 @@
+"""Benchmark of incremental_strategy='upsert' against dbt-spark's own `merge` strategy.
+
+A throw-away dbt project (bench/out/bench_upsert_project) has two incremental Iceberg
+models over the same `--table-rows` rows (default 10M; id, ts, name, amount, region,
+is_deleted):
+  upserted  incremental_strategy='upsert', event-time ordering, delete_column;
+  merged    dbt-spark's merge strategy (unique_key only).
+Both are loaded with the table first (not timed). Then one batch of `--batch-rows`
+rows (default 1M) is applied to each, and the figure is the node time dbt reports,
+the mean of two rounds on freshly loaded tables (merge first, then upsert first):
+  - 30% updates of stored keys (a tenth of them older than the stored version),
+  - 2% deletes of stored keys,
+  - 10% extra versions of keys already in the batch (duplicate keys),
+  - the rest new keys.
+`upserted` gets the raw batch and does the precombine, the ordering against the
+stored rows and the deletes itself. `merged` gets the same batch already
+deduplicated (one row per key, the newest, computed before the clock starts), since
+dbt-spark's merge fails on duplicate keys; it has no ordering and no deletes.
+
+Usage:
+  .venv/bin/python bench/upsert_bench.py [--table-rows 10000000] [--batch-rows 1000000]
+      [--json bench/out/upsert.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from bench_project import OUT, WAREHOUSE, BenchProject  # noqa: E402
+
+from dbt.adapters.spark_session import session as sessions  # noqa: E402
+
+SCHEMA = "bench_upsert"
+PROJECT = BenchProject("bench_upsert", SCHEMA)
+COLUMNS = "id, ts, name, amount, region, is_deleted"
+MODELS = {
+    "upserted.sql": """
+{{ config(materialized='incremental', incremental_strategy='upsert', file_format='iceberg',
+          unique_key='id', precombine_key='ts', delete_column='is_deleted') }}
+select * from {{ var('input') }}
+""",
+    "merged.sql": """
+{{ config(materialized='incremental', incremental_strategy='merge', file_format='iceberg',
+          unique_key='id') }}
+select * from {{ var('input') }}
+""",
+}
+
+
+def generate(spark, table_rows: int, batch_rows: int) -> dict:
+    """The stored rows, the raw batch and the deduplicated batch, as Iceberg tables."""
+    spark.sql(f"create schema if not exists {SCHEMA}")
+    rows = (
+        "select id, 100 as ts, concat('name_', id) as name, cast(id % 1000 as double) as amount,"
+        " concat('r', id % 50) as region, false as is_deleted"
+    )
+    spark.sql(
+        f"create or replace table {SCHEMA}.base using iceberg as {rows} from range({table_rows})"
+    )
+    updates = int(batch_rows * 0.30)
+    deletes = int(batch_rows * 0.02)
+    duplicates = int(batch_rows * 0.10)
+    inserts = batch_rows - updates - deletes - duplicates
+    step = max(1, table_rows // (updates + deletes))
+    # stored keys spread over the whole table; every tenth update is older than stored
+    changed = (
+        f"select id * {step} as id, case when id % 10 = 0 then 50 else 200 end as ts,"
+        f" concat('changed_', id) as name, cast(id as double) as amount,"
+        f" concat('r', id % 50) as region, false as is_deleted from range({updates})"
+    )
+    deleted = (
+        f"select (id + {updates}) * {step} as id, 300 as ts, cast(null as string) as name,"
+        f" cast(null as double) as amount, cast(null as string) as region, true as is_deleted"
+        f" from range({deletes})"
+    )
+    inserted = (
+        f"select {table_rows} + id as id, 200 as ts, concat('new_', id) as name,"
+        f" cast(id as double) as amount, concat('r', id % 50) as region, false as is_deleted"
+        f" from range({inserts})"
+    )
+    batch_keys = updates + inserts
+    # another version of a key of this batch (of an update or of an insert)
+    duplicated = (
+        f"select case when id % 2 = 0 then (id % {updates}) * {step}"
+        f" else {table_rows} + (id % {inserts}) end as id, 250 as ts,"
+        f" concat('dup_', id) as name, cast(id as double) as amount,"
+        f" concat('r', id % 50) as region, false as is_deleted from range({duplicates})"
+    )
+    parts = " union all ".join(f"({part})" for part in (changed, deleted, inserted, duplicated))
+    spark.sql(f"create or replace table {SCHEMA}.batch using iceberg as {parts}")
+    spark.sql(
+        f"create or replace table {SCHEMA}.batch_dedup using iceberg as"
+        f" select {COLUMNS} from (select *, row_number() over (partition by id order by ts desc)"
+        f" as version from {SCHEMA}.batch) where version = 1"
+    )
+    counts = {
+        "table_rows": table_rows,
+        "batch_rows": spark.table(f"{SCHEMA}.batch").count(),
+        "batch_keys": spark.table(f"{SCHEMA}.batch_dedup").count(),
+        "updates": updates,
+        "deletes": deletes,
+        "duplicates": duplicates,
+        "inserts": inserts,
+    }
+    assert counts["batch_rows"] == batch_rows and batch_keys + deletes <= batch_rows
+    return counts
+
+
+def run_model(model: str, table: str, full_refresh: bool = False) -> float:
+    args = ["run", "--select", model, "--vars", json.dumps({"input": f"{SCHEMA}.{table}"})]
+    result = PROJECT.dbt(*args, *(["--full-refresh"] if full_refresh else []))
+    return round(result.result[0].execution_time, 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--table-rows", type=int, default=10_000_000)
+    parser.add_argument("--batch-rows", type=int, default=1_000_000)
+    parser.add_argument("--json", type=Path, default=OUT / "upsert.json")
+    args = parser.parse_args()
+
+    PROJECT.write(MODELS)
+    PROJECT.dbt("deps")
+    spark = sessions.get_session(
+        sessions.SessionSettings(warehouse=WAREHOUSE, log_dir=OUT / "logs")
+    )
+    started = time.monotonic()
+    counts = generate(spark, args.table_rows, args.batch_rows)
+    print(f"data: {json.dumps(counts)} ({time.monotonic() - started:.0f} s)", flush=True)
+    # two rounds, the second in the other order, each on freshly loaded tables
+    times = {"merged": [], "upserted": []}
+    for order in (("merged", "upserted"), ("upserted", "merged")):
+        for model in order:
+            seconds = run_model(model, "base", full_refresh=True)
+            print(f"load {model}: {seconds} s (not compared)", flush=True)
+        for model in order:
+            seconds = run_model(model, "batch" if model == "upserted" else "batch_dedup")
+            times[model].append(seconds)
+            print(f"{model}: {seconds} s", flush=True)
+    merge_s = round(sum(times["merged"]) / 2, 1)
+    upsert_s = round(sum(times["upserted"]) / 2, 1)
+
+    stored = {model: spark.table(f"{SCHEMA}.{model}").count() for model in ("merged", "upserted")}
+    expected_upserted = args.table_rows + counts["inserts"] - counts["deletes"]
+    assert stored["upserted"] == expected_upserted, (stored, expected_upserted)
+    older = spark.sql(
+        f"select count(*) from {SCHEMA}.upserted where name like 'changed_%' and ts = 50"
+    ).first()[0]
+    assert older == 0, "an older update overwrote a stored row"
+    row = {
+        **counts,
+        "merge_s": merge_s,
+        "upsert_s": upsert_s,
+        "rounds": times,
+        "ratio": round(upsert_s / merge_s, 2),
+        "rows_after": stored,
+        "machine": {"python": platform.python_version(), "cores": 2, "master": "local[2]"},
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(row, indent=2))
+    print()
+    print(
+        "| table rows | batch rows | dbt-spark merge (dedup'd batch) | upsert (raw batch) | ratio |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    print(
+        f"| {args.table_rows:,} | {args.batch_rows:,} | {merge_s} s | {upsert_s} s"
+        f" | {row['ratio']} |"
+    )
+
+
+if __name__ == "__main__":
+    main()
