@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -223,6 +224,10 @@ def _build_session(settings: SessionSettings, conf: dict[str, str]) -> Any:
     if major is not None and major not in (11, 17, 21):
         logger.warning("spark_session: Java %s found at %s; Spark 3.5 is tested on 17", major, java)
     settings.log_dir.mkdir(parents=True, exist_ok=True)
+    # Python workers (pandas functions such as dbt_merge.bin_packing's, UDFs) run the
+    # interpreter that runs dbt, which has dbt_merge and pandas; PySpark's default is
+    # whatever `python3` is first on PATH. A PYSPARK_PYTHON set by the user wins.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
