@@ -393,12 +393,18 @@ class TestUpsertProvenance(InstallsDbtMerge):
         run_dbt(["deps"])
         first = self.run_batch(1)
         assert self.kinds(spark, schema) == [
-            ("CREATE", "1"), ("CREATE", "2"), ("CREATE", "3"), ("CREATE", "4")
+            ("CREATE", "1"),
+            ("CREATE", "2"),
+            ("CREATE", "3"),
+            ("CREATE", "4"),
         ], "the first run creates every stored key; the batch's delete of 7 stores nothing"
         created = {r.record_key: r for r in events(spark, schema, "audited")}
         assert created["2"].old_row is None
         assert json.loads(created["2"].new_row) == {
-            "id": 2, "ts": 7, "name": "y", "is_deleted": False
+            "id": 2,
+            "ts": 7,
+            "name": "y",
+            "is_deleted": False,
         }, "the precombined winner, nulls left out of the JSON"
         assert {r.invocation_id for r in events(spark, schema, "audited")} == {
             first[0].node.config.get("invocation_id") or created["1"].invocation_id
@@ -430,9 +436,7 @@ class TestUpsertProvenance(InstallsDbtMerge):
         assert json.loads(new[0].old_row)["name"] == "name_2"
         assert json.loads(new[0].new_row)["name"] == "outside"
 
-    def test_events_written_without_their_version_are_not_recorded_twice(
-        self, project, spark
-    ):
+    def test_events_written_without_their_version_are_not_recorded_twice(self, project, spark):
         schema = project.test_schema
         self.run_batch(2, "audited")  # changes nothing
         spark.sql(f"update {schema}.audited set name = 'again' where id = 1")
@@ -454,16 +458,25 @@ DATABRICKS_FLOW = """
 {% materialization incremental, adapter='spark_session', supported_languages=['sql'] %}
   {%- set target_relation = this.incorporate(type='table') -%}
   {%- set existing_relation = load_relation(this) -%}
-  {%- set on_schema_change = incremental_validate_on_schema_change(config.get('on_schema_change'), default='ignore') -%}
+  {%- set on_schema_change = incremental_validate_on_schema_change(
+        config.get('on_schema_change'), default='ignore') -%}
   {{ run_hooks(pre_hooks) }}
   {%- if existing_relation is none or should_full_refresh() -%}
-    {%- if existing_relation is not none -%}{% do adapter.drop_relation(existing_relation) %}{%- endif -%}
-    {%- call statement('main') -%}{{ create_table_as(False, target_relation, compiled_code) }}{%- endcall -%}
+    {%- if existing_relation is not none -%}
+      {% do adapter.drop_relation(existing_relation) %}
+    {%- endif -%}
+    {%- call statement('main') -%}
+      {{ create_table_as(False, target_relation, compiled_code) }}
+    {%- endcall -%}
   {%- else -%}
-    {%- set temp_relation = make_temp_relation(target_relation).include(database=false, schema=false) -%}
-    {%- call statement('create_temp_relation') -%}{{ create_table_as(True, temp_relation, compiled_code) }}{%- endcall -%}
+    {%- set temp_relation = make_temp_relation(target_relation)
+        .include(database=false, schema=false) -%}
+    {%- call statement('create_temp_relation') -%}
+      {{ create_table_as(True, temp_relation, compiled_code) }}
+    {%- endcall -%}
     {%- do process_schema_changes(on_schema_change, temp_relation, existing_relation) -%}
-    {%- set strategy_sql_macro_func = adapter.get_incremental_strategy_macro(context, config.get('incremental_strategy')) -%}
+    {%- set strategy_sql_macro_func = adapter.get_incremental_strategy_macro(
+        context, config.get('incremental_strategy')) -%}
     {%- set build_sql = strategy_sql_macro_func({
         'target_relation': target_relation, 'temp_relation': temp_relation,
         'unique_key': config.get('unique_key'), 'dest_columns': none,
@@ -557,3 +570,73 @@ class TestUpsertAsCustomStrategy(InstallsDbtMerge):
         )
         text = " ".join(output.split())
         assert "dbt_merge upsert in model audited, config 'provenance'" in text
+
+
+TIE_BATCH = """
+{{ config(materialized='view') }}
+{% set rows = {
+    'ties': ["(1, 'a', 5, 'arrived second', 'p1', 2)", "(1, 'a', 5, 'zz first', 'p2', 1)",
+             "(2, 'a', 1, 'x', 'p', 1)"],
+    'ties_reversed': ["(2, 'a', 1, 'x', 'p', 1)", "(1, 'a', 5, 'zz first', 'p2', 1)",
+                      "(1, 'a', 5, 'arrived second', 'p1', 2)"],
+    'composite': ["(1, 'a', 1, 'one', 'p', 1)", "(1, 'b', 1, 'two', 'p', 1)"],
+    'composite_update': ["(1, 'b', 2, 'two again', null, 1)"],
+} %}
+select
+    cast(id as int) as id, cast(region as string) as region, cast(ts as int) as ts,
+    cast(name as string) as name, cast(price as string) as price, cast(arrived as int) as arrived
+from values {{ rows[var('rows', 'ties')] | join(', ') }} as t(id, region, ts, name, price, arrived)
+"""
+
+
+def tie_model(**config) -> str:
+    return upsert_model(**config).replace("ref('batch')", "ref('tie_batch')")
+
+
+class TestUpsertTiesAndKeys(InstallsDbtMerge):
+    """Ties inside a batch with and without arrival_column; composite keys; partial
+    update with a newer incoming version."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "tie_batch.sql": TIE_BATCH,
+            "by_arrival.sql": tie_model(precombine_key="ts", arrival_column="arrived"),
+            "by_content.sql": tie_model(precombine_key="ts"),
+            "by_region.sql": tie_model(unique_key=["id", "region"], precombine_key="ts"),
+            "partial_newer.sql": tie_model(
+                unique_key=["id", "region"], precombine_key="ts", partial_update=True
+            ),
+        }
+
+    def names(self, spark, schema, model):
+        sql = f"select id, region, name, price from {schema}.{model} order by id, region"
+        return [tuple(r) for r in spark.sql(sql).collect()]
+
+    def run_rows(self, rows, *models, full_refresh=False):
+        args = ["run", "--select", "tie_batch", *models, "--vars", json.dumps({"rows": rows})]
+        run_dbt(args + (["--full-refresh"] if full_refresh else []))
+
+    def test_ties(self, project, spark):
+        schema = project.test_schema
+        run_dbt(["deps"])
+        for rows in ("ties", "ties_reversed"):
+            self.run_rows(rows, "by_arrival", "by_content", full_refresh=True)
+            assert self.names(spark, schema, "by_arrival")[0] == (1, "a", "arrived second", "p1"), (
+                "equal precombine_key: the later arrival wins, though its JSON is smaller"
+            )
+            # without arrival_column, the greater row JSON wins: "zz first" > "arrived second"
+            assert self.names(spark, schema, "by_content")[0] == (1, "a", "zz first", "p2"), rows
+
+    def test_composite_keys_and_a_newer_partial_version(self, project, spark):
+        schema = project.test_schema
+        self.run_rows("composite", "by_region", "partial_newer")
+        self.run_rows("composite_update", "by_region", "partial_newer")
+        assert self.names(spark, schema, "by_region") == [
+            (1, "a", "one", "p"),
+            (1, "b", "two again", None),
+        ], "only the (1, b) key changes"
+        assert self.names(spark, schema, "partial_newer") == [
+            (1, "a", "one", "p"),
+            (1, "b", "two again", "p"),
+        ], "the newer incoming version is the base; its null price takes the stored one"
