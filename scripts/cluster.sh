@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# A Spark standalone cluster on this machine for dbt's `--target cluster`:
+# one master and N workers (default 2, 1 core each) from PySpark's own
+# bin/spark-class (SPARK_HOME = the pyspark package of the venv; nothing is
+# downloaded), all bound to 127.0.0.1.
+#
+#   scripts/cluster.sh up       start what is not running, wait until every worker is registered
+#   scripts/cluster.sh down     stop them by their pid files and wait until they have exited
+#   scripts/cluster.sh status   what runs (exit 0 when the whole cluster is up, 1 otherwise)
+#
+# Logs, pid files and the workers' work folders (executor logs) live in
+# DBT_MERGE_CLUSTER_DIR (default .cluster/ in the repository); `up` starts each process
+# with a fresh log and work folder, `down` leaves them for reading. Settings, all by env:
+#   DBT_MERGE_CLUSTER_DIR             state folder                          (.cluster)
+#   DBT_MERGE_CLUSTER_PYTHON          the venv's python (SPARK_HOME, PYSPARK_PYTHON) (.venv/bin/python)
+#   DBT_MERGE_CLUSTER_HOST            address everything binds to           (127.0.0.1)
+#   DBT_MERGE_CLUSTER_MASTER_PORT     master RPC port                       (7077, the profile's default)
+#   DBT_MERGE_CLUSTER_MASTER_UI_PORT  master web UI (and its /json/)        (8980)
+#   DBT_MERGE_CLUSTER_WORKER_UI_PORT  first worker's web UI; worker i uses +i-1 (8981; 0 = any free port)
+#   DBT_MERGE_CLUSTER_WORKER_PORT     first worker's RPC port; worker i uses +i-1 (0 = any free port)
+#   DBT_MERGE_CLUSTER_WORKERS         number of workers                     (2)
+#   DBT_MERGE_CLUSTER_WORKER_CORES    cores of each worker                  (1)
+#   DBT_MERGE_CLUSTER_WORKER_MEMORY   memory each worker offers executors   (2g: the profile's
+#                                     executor memory, DBT_MERGE_EXECUTOR_MEMORY, must fit)
+#   DBT_MERGE_CLUSTER_DAEMON_MEMORY   heap of the master and worker JVMs    (512m)
+#   DBT_MERGE_CLUSTER_TIMEOUT         seconds `up` waits for the workers    (90)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DIR=${DBT_MERGE_CLUSTER_DIR:-$ROOT/.cluster}
+PY=${DBT_MERGE_CLUSTER_PYTHON:-$ROOT/.venv/bin/python}
+HOST=${DBT_MERGE_CLUSTER_HOST:-127.0.0.1}
+MASTER_PORT=${DBT_MERGE_CLUSTER_MASTER_PORT:-7077}
+MASTER_UI_PORT=${DBT_MERGE_CLUSTER_MASTER_UI_PORT:-8980}
+WORKER_UI_PORT=${DBT_MERGE_CLUSTER_WORKER_UI_PORT:-8981}
+WORKER_PORT=${DBT_MERGE_CLUSTER_WORKER_PORT:-0}
+WORKERS=${DBT_MERGE_CLUSTER_WORKERS:-2}
+WORKER_CORES=${DBT_MERGE_CLUSTER_WORKER_CORES:-1}
+WORKER_MEMORY=${DBT_MERGE_CLUSTER_WORKER_MEMORY:-2g}
+DAEMON_MEMORY=${DBT_MERGE_CLUSTER_DAEMON_MEMORY:-512m}
+TIMEOUT=${DBT_MERGE_CLUSTER_TIMEOUT:-90}
+
+MASTER_URL="spark://$HOST:$MASTER_PORT"
+UI_URL="http://$HOST:$MASTER_UI_PORT"
+# absolute (not resolved: the venv's python is a symlink that must stay the venv's)
+case $DIR in /*) ;; *) DIR=$PWD/$DIR ;; esac
+case $PY in /*) ;; *) PY=$PWD/$PY ;; esac
+LOGS=$DIR/logs
+PIDS=$DIR/pids
+
+say() { printf 'cluster: %s\n' "$*"; }
+die() { printf 'cluster: %s\n' "$*" >&2; exit 1; }
+
+names() {
+  echo master
+  local i
+  for ((i = 1; i <= WORKERS; i++)); do echo "worker-$i"; done
+}
+
+# offset port: "0" stays 0 (any free port), otherwise base + i - 1
+nth_port() { if [ "$1" = 0 ]; then echo 0; else echo $(($1 + $2 - 1)); fi; }
+
+# The pid in NAME's pid file if that process is alive and is this cluster's (a Spark
+# deploy class in its command line, this state folder in its command line or, while
+# spark-class still prepares the java command, in its environment), else nothing.
+live_pid() {
+  local file=$PIDS/$1.pid pid cmd env
+  [ -f "$file" ] || return 0
+  pid=$(cat "$file" 2>/dev/null || true)
+  [[ $pid =~ ^[0-9]+$ ]] || return 0
+  if [ ! -r "/proc/$pid/cmdline" ]; then  # no /proc (macOS): trust the pid file
+    if kill -0 "$pid" 2>/dev/null; then echo "$pid"; fi
+    return 0
+  fi
+  cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
+  [[ $cmd == *org.apache.spark.deploy.* ]] || return 0
+  env=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null || true)
+  if [[ $cmd == *"-Ddbt_merge.cluster=$DIR "* || $env == *"-Ddbt_merge.cluster=\"$DIR\""* ]]; then
+    echo "$pid"
+  fi
+}
+
+port_busy() { [ "$1" != 0 ] && (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
+
+# alive workers according to the master's /json/ (-1 if the UI does not answer)
+alive_workers() {
+  "$PY" - "$UI_URL/json/" <<'EOF' 2>/dev/null || echo -1
+import json, sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=3) as response:
+    print(json.load(response).get("aliveworkers", 0))
+EOF
+}
+
+spark_home() {
+  [ -x "$PY" ] || die "no Python at $PY: run \`make install\` first (or set DBT_MERGE_CLUSTER_PYTHON)."
+  "$PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))' 2>/dev/null \
+    || die "$PY cannot import pyspark: run \`make install\` first."
+}
+
+# start NAME with `spark-class ARGS...` in a session of its own; the pid file holds
+# the pid of the JVM (the shell writes $$ and spark-class execs java)
+launch() {
+  local name=$1 log=$LOGS/$1.log pidfile=$PIDS/$1.pid
+  shift
+  : >"$log"
+  local detach=()  # a session of its own where setsid exists (not on macOS)
+  if command -v setsid >/dev/null; then detach=(setsid); fi
+  ${detach[@]+"${detach[@]}"} bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" \
+    "$SPARK_HOME/bin/spark-class" "$@" </dev/null >>"$log" 2>&1 &
+  local i
+  for ((i = 0; i < 50; i++)); do [ -s "$pidfile" ] && break; sleep 0.1; done
+  say "started $name (pid $(cat "$pidfile" 2>/dev/null || echo '?'), log $log)"
+}
+
+log_tails() {
+  local name
+  for name in $(names); do
+    [ -f "$LOGS/$name.log" ] || continue
+    printf '\n--- last lines of %s ---\n' "$LOGS/$name.log" >&2
+    tail -n 25 "$LOGS/$name.log" >&2
+  done
+}
+
+registered() { grep -q "Successfully registered with master" "$LOGS/$1.log" 2>/dev/null; }
+
+up() {
+  "$ROOT/scripts/check_java.sh"
+  SPARK_HOME=$(spark_home)
+  mkdir -p "$LOGS" "$PIDS"
+  local name started=0 pid i
+
+  # pid files of processes that are gone are stale; ports held by others are an error
+  for name in $(names); do
+    if [ -z "$(live_pid "$name")" ]; then rm -f "$PIDS/$name.pid"; fi
+  done
+  if [ -z "$(live_pid master)" ]; then
+    for pair in "MASTER_PORT:$MASTER_PORT" "MASTER_UI_PORT:$MASTER_UI_PORT"; do
+      if port_busy "${pair#*:}"; then
+        die "port ${pair#*:} on $HOST is in use by a process that is not this cluster" \
+          "(set DBT_MERGE_CLUSTER_${pair%%:*} to a free port)."
+      fi
+    done
+  fi
+  for ((i = 1; i <= WORKERS; i++)); do
+    [ -z "$(live_pid "worker-$i")" ] || continue
+    for port in "$(nth_port "$WORKER_PORT" "$i")" "$(nth_port "$WORKER_UI_PORT" "$i")"; do
+      if port_busy "$port"; then
+        die "port $port on $HOST (worker-$i) is in use by a process that is not this cluster" \
+          "(set DBT_MERGE_CLUSTER_WORKER_PORT / DBT_MERGE_CLUSTER_WORKER_UI_PORT)."
+      fi
+    done
+  done
+
+  export SPARK_HOME SPARK_LOCAL_IP=$HOST PYSPARK_PYTHON=$PY SPARK_DAEMON_MEMORY=$DAEMON_MEMORY
+  # the marker names the state folder in each JVM's command line (see live_pid);
+  # maxRetries=0: a busy port is an error, not a silent move to the next one
+  export SPARK_DAEMON_JAVA_OPTS="-Ddbt_merge.cluster=\"$DIR\" -Dspark.port.maxRetries=0"
+  export SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false"
+  # finished applications' folders go after a day (checked every 30 minutes)
+  export SPARK_WORKER_OPTS="-Dspark.worker.cleanup.enabled=true -Dspark.worker.cleanup.appDataTtl=86400"
+
+  if [ -z "$(live_pid master)" ]; then
+    launch master org.apache.spark.deploy.master.Master \
+      --host "$HOST" --port "$MASTER_PORT" --webui-port "$MASTER_UI_PORT"
+    started=1
+  fi
+  # workers register at once when the master already listens
+  local deadline=$((SECONDS + TIMEOUT))
+  until port_busy "$MASTER_PORT"; do
+    pid=$(live_pid master)
+    if [ -z "$pid" ]; then
+      printf 'cluster: the master exited while starting.\n' >&2
+      log_tails
+      down >/dev/null 2>&1 || true
+      exit 1
+    fi
+    [ $SECONDS -lt $deadline ] || break
+    sleep 0.2
+  done
+  for ((i = 1; i <= WORKERS; i++)); do
+    [ -z "$(live_pid "worker-$i")" ] || continue
+    # a fresh work folder, as the log is fresh: each application leaves its executors'
+    # logs and a copy of the Iceberg jar (~40 MB) there
+    rm -rf "$DIR/work/worker-$i"
+    mkdir -p "$DIR/work/worker-$i"
+    launch "worker-$i" org.apache.spark.deploy.worker.Worker \
+      --host "$HOST" --port "$(nth_port "$WORKER_PORT" "$i")" \
+      --webui-port "$(nth_port "$WORKER_UI_PORT" "$i")" \
+      --cores "$WORKER_CORES" --memory "$WORKER_MEMORY" \
+      --work-dir "$DIR/work/worker-$i" "$MASTER_URL"
+    started=1
+  done
+
+  local alive=-1 missing
+  while :; do
+    missing=""
+    for name in $(names); do
+      [ -n "$(live_pid "$name")" ] || missing="$missing $name (exited)"
+    done
+    for ((i = 1; i <= WORKERS; i++)); do
+      registered "worker-$i" || missing="$missing worker-$i (not registered)"
+    done
+    alive=$(alive_workers)
+    if [ -z "$missing" ] && [ "$alive" -ge "$WORKERS" ]; then break; fi
+    if [[ $missing == *exited* ]] || [ $SECONDS -ge $deadline ]; then
+      if [[ $missing == *exited* ]]; then
+        printf 'cluster: a process exited while starting:' >&2
+      else
+        printf 'cluster: not up after %ss:' "$TIMEOUT" >&2
+      fi
+      printf '%s; the master reports %s alive worker(s) of %s.\n' \
+        "${missing:- (master UI not answering)}" "$alive" "$WORKERS" >&2
+      log_tails
+      printf '\ncluster: stopping what runs; the logs stay in %s\n' "$LOGS" >&2
+      down >&2 || true
+      exit 1
+    fi
+    sleep 0.3
+  done
+  if [ $started = 0 ]; then say "already up"; else say "up"; fi
+  say "master $MASTER_URL (UI $UI_URL), $alive workers x $WORKER_CORES core(s), $WORKER_MEMORY each"
+  if [ "$MASTER_URL" != "spark://127.0.0.1:7077" ]; then
+    say "for dbt: export DBT_MERGE_SPARK_MASTER=$MASTER_URL"
+  fi
+}
+
+# stop the pids of the pid files (workers first), wait until they are gone
+down() {
+  local name pid pids=() i
+  for name in $(names | sort -r); do  # workers first (worker-N ... worker-1), then master
+    pid=$(live_pid "$name")
+    if [ -n "$pid" ]; then
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$name:$pid")
+    fi
+  done
+  if [ ${#pids[@]} = 0 ]; then
+    rm -f "$PIDS"/*.pid 2>/dev/null || true
+    say "not running"
+    return 0
+  fi
+  for entry in "${pids[@]}"; do
+    name=${entry%%:*} pid=${entry#*:}
+    for ((i = 0; i < 150; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    if kill -0 "$pid" 2>/dev/null; then
+      say "$name (pid $pid) did not stop within 30 s: killing it"
+      kill -KILL "$pid" 2>/dev/null || true
+      for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    fi
+    if kill -0 "$pid" 2>/dev/null; then die "$name (pid $pid) is still running"; fi
+    rm -f "$PIDS/$name.pid"
+    say "stopped $name (pid $pid)"
+  done
+  rm -f "$PIDS"/*.pid 2>/dev/null || true
+}
+
+status() {
+  local name pid all=0
+  for name in $(names); do
+    pid=$(live_pid "$name")
+    if [ -n "$pid" ]; then
+      say "$name running (pid $pid)"
+    else
+      say "$name not running"
+      all=1
+    fi
+  done
+  if [ -n "$(live_pid master)" ]; then
+    local alive
+    alive=$(alive_workers)
+    say "master $MASTER_URL (UI $UI_URL): $alive alive worker(s) of $WORKERS"
+    [ "$alive" -ge "$WORKERS" ] || all=1
+  fi
+  return $all
+}
+
+case ${1:-} in
+  up) up ;;
+  down) down ;;
+  status) status ;;
+  *)
+    echo "usage: $0 up|down|status (settings: see the comments at the top of this script)" >&2
+    exit 2
+    ;;
+esac

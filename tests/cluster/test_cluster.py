@@ -1,0 +1,338 @@
+"""The demo on a real Spark standalone cluster (issue #7), against the same demo on local Spark.
+
+``scripts/cluster.sh up`` starts a master and two 1-core workers on free ports of
+127.0.0.1 (never the defaults of ``make cluster-up``, so a developer's running cluster is
+left alone) with its state in a temporary folder. The demo ``dbt build --target cluster``
+runs in a process of its own (one SparkSession per process, and this one already has a
+local session) against its own warehouse, while ``dbt build --target local`` runs in
+another process against another warehouse. The cluster goes down as soon as its build is
+over (or failed), then every table both builds stored is read here by path and compared.
+Both builds run from a snapshot of the project taken at the start (its dbt files and
+profiles.yml, verbatim; one copy per build), so an edit in the working tree during the
+run cannot make them differ, and their Spark logs (logs/ of each copy) stay out of the
+repository.
+
+Deselect with ``-m "not cluster"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.cluster
+
+DBT = str(Path(sys.executable).with_name("dbt"))
+CLUSTER_SH = ROOT / "scripts" / "cluster.sh"
+SCHEMA = "dbt_merge"
+# scripts/cluster.sh's defaults (master, master UI, worker UIs): the test's ports differ
+DEFAULT_PORTS = {7077, 8980, 8981, 8982}
+# Columns whose values depend on the run, not on the data, are left out: the dbt
+# invocation that recorded a provenance event and when (invocation_id, recorded_at of
+# the provenance tables), when a row was loaded (demo_event_log.loaded_at,
+# current_timestamp()) and Iceberg snapshot ids, which are random
+# (orders__provenance.table_version, the auto-merge plan's and provenance's snapshot_id).
+RUN_DEPENDENT = {"invocation_id", "recorded_at", "loaded_at", "table_version", "snapshot_id"}
+# Data file names carry a random UUID per write (Iceberg: 00000-0-<uuid>-0-00001.parquet,
+# Spark: part-00000-<uuid>-c000.snappy.parquet) and their paths the warehouse: inside any
+# value (e.g. the auto-merge plan's file_paths) a data file's path or name becomes this.
+DATA_FILE = re.compile(
+    r"[^\"\s,\[\]]*[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    r"[^\"\s,\[\]]*\.(?:parquet|avro|orc)"
+)
+BUILD_TIMEOUT = 900  # seconds for one demo build (about 1-3 minutes on 2 cores)
+CLUSTER_TIMEOUT = 120  # seconds for `cluster.sh up` (about 15 s)
+
+
+def _free_ports(count: int) -> list[int]:
+    held: list[socket.socket] = []
+    try:
+        while len(held) < count:
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            if sock.getsockname()[1] in DEFAULT_PORTS:
+                sock.close()
+                continue
+            held.append(sock)
+        return [sock.getsockname()[1] for sock in held]
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def _copy_project(dest: Path) -> Path:
+    """The repository's dbt project as it is now: dbt_project.yml, profiles.yml and the
+    folders dbt_project.yml names (Python files of the test folder left out)."""
+    dest.mkdir()
+    config = yaml.safe_load((ROOT / "dbt_project.yml").read_text())
+    for name in ("dbt_project.yml", "profiles.yml", "packages.yml", "dependencies.yml"):
+        if (ROOT / name).is_file():
+            shutil.copy2(ROOT / name, dest / name)
+    for key in (
+        "model-paths",
+        "seed-paths",
+        "macro-paths",
+        "test-paths",
+        "analysis-paths",
+        "snapshot-paths",
+    ):
+        for folder in config.get(key, []):
+            ignore = ["__pycache__", "*.pyc"] + (["*.py"] if key == "test-paths" else [])
+            if (ROOT / folder).is_dir() and not (dest / folder).exists():
+                shutil.copytree(
+                    ROOT / folder, dest / folder, ignore=shutil.ignore_patterns(*ignore)
+                )
+    return dest
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """This process's environment without pytest's and the test run's DBT_MERGE_ settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DBT_MERGE_"))}
+    env.update(DBT_SEND_ANONYMOUS_USAGE_STATS="false", SPARK_LOCAL_IP="127.0.0.1", **extra)
+    return env
+
+
+class Build:
+    """`dbt build --target <target>` of the repository's demo in a process of its own."""
+
+    def __init__(self, target: str, project: Path, run_dir: Path, env: dict[str, str]) -> None:
+        self.target = target
+        self.run_dir = run_dir
+        self.warehouse = run_dir / "warehouse"
+        self.output = run_dir / "dbt.out"
+        run_dir.mkdir(parents=True)
+        self.started = time.monotonic()
+        self.seconds: float | None = None
+        with open(self.output, "w") as out:
+            # a session (process group) of its own: a timeout ends dbt and its JVM together
+            self.proc = subprocess.Popen(
+                [
+                    DBT,
+                    "build",
+                    "--target",
+                    target,
+                    "--full-refresh",
+                    "--project-dir",
+                    str(project),
+                    "--profiles-dir",
+                    str(project),
+                    "--target-path",
+                    str(run_dir / "target"),
+                    "--log-path",
+                    str(run_dir / "logs"),
+                ],
+                cwd=project,
+                env={**env, "DBT_MERGE_WAREHOUSE": str(self.warehouse)},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def wait(self) -> None:
+        """Wait for dbt; fail with its output's tail unless every node passed."""
+        try:
+            self.proc.wait(timeout=max(1.0, BUILD_TIMEOUT - (time.monotonic() - self.started)))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"dbt build --target {self.target}: no result in {BUILD_TIMEOUT} s")
+        self.seconds = time.monotonic() - self.started
+        tail = "\n".join(self.output.read_text(errors="replace").splitlines()[-40:])
+        assert self.proc.returncode == 0, f"dbt build --target {self.target} failed:\n{tail}"
+        results = json.loads((self.run_dir / "target" / "run_results.json").read_text())
+        statuses = {r["unique_id"]: r["status"] for r in results["results"]}
+        assert len(statuses) > 50 and set(statuses.values()) <= {"success", "pass"}, statuses
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+
+def _cluster(command: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(CLUSTER_SH), command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CLUSTER_TIMEOUT,
+    )
+
+
+def _processes_of(folder: Path) -> dict[int, str]:
+    """Live processes whose command line names ``folder`` or whose cwd is inside it.
+
+    That covers what the test started: the master and workers (their command lines name
+    the cluster's state folder), the executors and their Python workers (they run in the
+    workers' work folders) and the dbt drivers (their JVMs get the warehouse by --conf).
+    """
+    mark = str(folder)
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(entry / "cwd")
+        except OSError:  # gone, a zombie, or not ours to read
+            continue
+        if cmd and (mark in cmd or cwd == mark or cwd.startswith(mark + "/")):
+            found[int(entry.name)] = cmd[:300]
+    return found
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """Both demo builds; the cluster is up only while its build runs.
+
+    Returns the two builds, the cluster's state folder and what was still running after
+    teardown (which the teardown also ends, by pid).
+    """
+    root = tmp_path_factory.mktemp("cluster_vs_local")
+    # one snapshot, two identical copies: each build gets its own logs/ (Spark's log)
+    local_project = _copy_project(root / "project_local")
+    cluster_project = Path(shutil.copytree(local_project, root / "project_cluster"))
+    cluster_dir = root / "cluster"
+    master_port, ui_port = _free_ports(2)
+    master = f"spark://127.0.0.1:{master_port}"
+    env = _env()
+    cluster_env = {
+        **env,
+        "DBT_MERGE_CLUSTER_DIR": str(cluster_dir),
+        "DBT_MERGE_CLUSTER_PYTHON": sys.executable,
+        "DBT_MERGE_CLUSTER_MASTER_PORT": str(master_port),
+        "DBT_MERGE_CLUSTER_MASTER_UI_PORT": str(ui_port),
+        "DBT_MERGE_CLUSTER_WORKER_UI_PORT": "0",  # any free port
+        "DBT_MERGE_CLUSTER_WORKER_PORT": "0",
+    }
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    local = cluster = None
+    try:
+        # the local build runs while the cluster starts and while the cluster build runs
+        local = Build("local", local_project, root / "local", env)
+        up = _cluster("up", cluster_env)
+        assert up.returncode == 0, f"cluster.sh up failed:\n{up.stdout}\n{up.stderr}"
+        timings["cluster up"] = time.monotonic() - started
+        cluster = Build(
+            "cluster",
+            cluster_project,
+            root / "on_cluster",
+            {**env, "DBT_MERGE_SPARK_MASTER": master},
+        )
+        cluster.wait()
+        timings["cluster build"] = cluster.seconds
+    finally:
+        if cluster is not None:
+            cluster.kill()
+        down = _cluster("down", cluster_env)
+        try:
+            if local is not None:
+                local.wait()
+                timings["local build"] = local.seconds
+        finally:
+            if local is not None:
+                local.kill()
+            left = _processes_of(root)
+            for _ in range(50):  # an executor may take a moment after its worker
+                if not left:
+                    break
+                time.sleep(0.2)
+                left = _processes_of(root)
+            for pid, cmd in left.items():  # end what this test started, by pid; fail below
+                print(f"\nstill running after the teardown, killed: {pid} {cmd}")
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    assert down.returncode == 0, f"cluster.sh down failed:\n{down.stdout}\n{down.stderr}"
+    timings["total"] = time.monotonic() - started
+    print("\ncluster test timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
+    return {"local": local, "cluster": cluster, "cluster_dir": cluster_dir, "left": left}
+
+
+def test_nothing_started_is_left_running(builds):
+    assert builds["left"] == {}
+    assert not list((builds["cluster_dir"] / "pids").glob("*.pid")), "pid files removed"
+
+
+def test_executors_ran_in_both_worker_jvms(builds):
+    """Tasks, Python (pandas UDF) workers included, ran in executors of the two workers."""
+    work = builds["cluster_dir"] / "work"
+    logs = {worker.name: list(worker.glob("app-*/*/stderr")) for worker in work.iterdir()}
+    assert sorted(logs) == ["worker-1", "worker-2"]
+    python_runs = 0
+    for worker, stderr_files in logs.items():
+        assert len(stderr_files) == 1, f"one executor on {worker}: {stderr_files}"
+        text = stderr_files[0].read_text(errors="replace")
+        assert "CoarseGrainedExecutorBackend" in text
+        assert text.count("Executor: Finished task") > 10, f"{worker} ran tasks"
+        python_runs += text.count("PythonRunner: Times:")
+    assert python_runs > 0, "Python workers ran on the executors (the bin-packing models)"
+
+
+def _stored_tables(warehouse: Path) -> dict[str, tuple[Path, str]]:
+    """The demo schema's tables: Iceberg (hadoop catalog: <warehouse>/<schema>/<table>)
+    and Hive ones (<warehouse>/<schema>.db/<table>, here parquet)."""
+    tables = {}
+    for table in sorted((warehouse / SCHEMA).iterdir()):
+        if (table / "metadata").is_dir():
+            tables[table.name] = (table, "iceberg")
+    hive = warehouse / f"{SCHEMA}.db"
+    for table in sorted(hive.iterdir()) if hive.is_dir() else []:
+        assert table.name not in tables
+        tables[table.name] = (table, "parquet")
+    return tables
+
+
+def _read(spark, path: Path, fmt: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """(columns with types, rows as sorted JSON lines) without the run-dependent columns."""
+    df = spark.read.format(fmt).load(str(path))
+    columns = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+    df = df.drop(*[name for name, _ in columns if name in RUN_DEPENDENT])
+    rows = sorted(
+        DATA_FILE.sub(
+            "<data file>",
+            json.dumps(row.asDict(recursive=True), sort_keys=True, default=str, ensure_ascii=False),
+        )
+        for row in df.collect()
+    )
+    return columns, rows
+
+
+def test_cluster_build_stores_what_the_local_build_stores(spark, builds):
+    on_cluster = _stored_tables(builds["cluster"].warehouse)
+    local = _stored_tables(builds["local"].warehouse)
+    assert sorted(on_cluster) == sorted(local)
+    assert {"customers", "demo_customer_activity", "message_bundles", "sesam_golden"} <= set(
+        local
+    ), sorted(local)
+    differences = []
+    row_count = 0
+    for name, (path, fmt) in sorted(local.items()):
+        columns, rows = _read(spark, path, fmt)
+        cluster_columns, cluster_rows = _read(spark, *on_cluster[name])
+        if cluster_columns != columns:
+            differences.append(f"{name}: columns {cluster_columns} != {columns}")
+        elif cluster_rows != rows:
+            only_cluster = [r[:500] for r in sorted(set(cluster_rows) - set(rows))[:3]]
+            only_local = [r[:500] for r in sorted(set(rows) - set(cluster_rows))[:3]]
+            differences.append(
+                f"{name}: {len(cluster_rows)} rows on the cluster, {len(rows)} locally;"
+                f" only on the cluster {only_cluster}; only locally {only_local}"
+            )
+        row_count += len(rows)
+    assert differences == [], "\n".join(differences)
+    assert row_count > 5000, "the demo's tables are not empty"
