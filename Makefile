@@ -9,7 +9,7 @@ DBT_ARGS := --project-dir . --profiles-dir .
 export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: run test install check-java docs bench bench-entity-merge bench-upsert cluster-up cluster-down lint clean
+.PHONY: run test install check-java docs bench bench-entity-merge bench-upsert bench-bin-packing cluster-up cluster-down lint clean
 
 ## run: install if needed, then the demo `dbt build` (seeds, models, tests) on embedded Spark
 run: install check-java
@@ -34,6 +34,10 @@ bench-entity-merge: install check-java
 ## bench-upsert: incremental_strategy='upsert' against dbt-spark's merge (1M batch into 10M rows)
 bench-upsert: install check-java
 	$(BIN)/python bench/upsert_bench.py $(BENCH_ARGS)
+
+## bench-bin-packing: 1M items in 1,000 groups: streaming, offline (bins / lower bound), naive baseline
+bench-bin-packing: install check-java
+	$(BIN)/python bench/bin_packing_bench.py $(BENCH_ARGS)
 
 ## cluster-up: a Spark standalone master and two 1-core workers on 127.0.0.1 for `dbt --target cluster`
 cluster-up: install check-java

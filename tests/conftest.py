@@ -25,6 +25,7 @@ SPARK_SETTINGS = {
     "spark.sql.shuffle.partitions": "1",
     "spark.default.parallelism": "2",
     "spark.driver.memory": "2g",
+    "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
 }
 
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")

@@ -80,6 +80,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from dbt_merge.spark_utils import materialize
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -1701,18 +1703,19 @@ def _pack_frames(
     bins = result.changed
     return pd.DataFrame(
         {
-            "bin_id": [b.bin_id for b in bins],
+            "bin_id": pd.Series([b.bin_id for b in bins], dtype=object),
             "schema_value": pd.Series([b.schema for b in bins], dtype=object),
             "correlation_value": pd.Series([b.correlation for b in bins], dtype=object),
             "entries": pd.Series([b.entries for b in bins], dtype="int64"),
             "bytes": pd.Series([b.bytes for b in bins], dtype="int64"),
             "members": pd.Series([b.members for b in bins], dtype=object),
-            "status": [b.status for b in bins],
+            "status": pd.Series([b.status for b in bins], dtype=object),
             "merge_reason": pd.Series([b.merge_reason for b in bins], dtype=object),
             "opened_at": _utc_timestamps([b.opened_at for b in bins]),
             "merged_at": _utc_timestamps([b.merged_at for b in bins]),
         }
     )
+
 
 
 def plan_offline(
@@ -1805,7 +1808,7 @@ def _plan_frame(
     bins = plan.bins
     return pd.DataFrame(
         {
-            "bin_id": [b.bin_id for b in bins],
+            "bin_id": pd.Series([b.bin_id for b in bins], dtype=object),
             "schema_value": pd.Series([b.schema for b in bins], dtype=object),
             "correlation_value": pd.Series([b.correlation for b in bins], dtype=object),
             "entries": pd.Series([b.entries for b in bins], dtype="int64"),
@@ -1894,6 +1897,7 @@ def defragment(
     now: datetime | None = None,
     previous: DataFrame | None = None,
     model_name: str = "defragment",
+    size_column: str | None = None,
 ) -> DataFrame:
     """Defragment an items relation, one ``applyInPandas`` call per identifier.
 
@@ -1911,6 +1915,8 @@ def defragment(
         now: the run's clock (default: the current time); naive = local time.
         previous: the model's own table (``dbt.this``) on incremental runs, else None.
         model_name: named in error messages.
+        size_column: optional fragment size in bytes (an integer column); adds a
+            ``bytes`` column after ``entries``: the sum over the set's members.
 
     Returns:
         ``DEFRAGMENT_SCHEMA`` rows: sets merged or failed in this run (a failure is
@@ -1931,9 +1937,11 @@ def defragment(
             "identifier_column": identifier_column,
             "count_column": count_column,
             "index_column": index_column,
+            "size_column": size_column,
         },
     )
-    for setting, column in (("count_column", count_column), ("index_column", index_column)):
+    sized = [("size_column", size_column)] if size_column is not None else []
+    for setting, column in [("count_column", count_column), ("index_column", index_column), *sized]:
         _check_type(items, model_name, what, setting, column, (IntegralType,), "an integer")
     _check_type(
         items,
@@ -1986,11 +1994,30 @@ def defragment(
             F.expr("unix_micros(opened_at)").alias("_opened"),
         )
     run = functools.partial(_defragment_frames, max_age, now_us, model_name)
-    return (
+    sets = (
         new.groupBy("_identifier")
         .cogroup(pending.groupBy("_identifier"))
         .applyInPandas(run, DEFRAGMENT_SCHEMA)
     )
+    if size_column is None:
+        return sets
+    # the sets are read twice below: compute them once
+    sets = materialize(sets)
+    # members of resumed sets came in earlier runs: sizes come from all of ``items``
+    sizes = items.select(
+        F.col(id_column).cast("string").alias("_member"),
+        F.col(size_column).cast("long").alias("_size"),
+    )
+    totals = (
+        sets.select("bin_id", F.explode("members").alias("_member"))
+        .join(sizes, "_member")
+        .groupBy("bin_id")
+        .agg(F.sum("_size").alias("bytes"))
+    )
+    columns = [F.col(f"sets.{name}") for name in DEFRAGMENT_SCHEMA.fieldNames()]
+    at = DEFRAGMENT_SCHEMA.fieldNames().index("entries") + 1
+    columns.insert(at, F.coalesce(F.col("totals.bytes"), F.lit(0)).cast("long").alias("bytes"))
+    return sets.alias("sets").join(totals.alias("totals"), "bin_id", "left").select(*columns)
 
 
 def _optional_ints(values: list) -> list[int | None]:
@@ -2045,13 +2072,13 @@ def _defragment_frames(
     sets = result.changed
     return pd.DataFrame(
         {
-            "bin_id": [b.bin_id for b in sets],
+            "bin_id": pd.Series([b.bin_id for b in sets], dtype=object),
             "fragment_identifier": pd.Series([b.identifier for b in sets], dtype=object),
             "fragment_count": pd.Series([b.count for b in sets], dtype="Int64"),
             "entries": pd.Series([b.entries for b in sets], dtype="int64"),
             "members": pd.Series([b.members for b in sets], dtype=object),
             "member_indexes": pd.Series([b.indexes for b in sets], dtype=object),
-            "status": [b.status for b in sets],
+            "status": pd.Series([b.status for b in sets], dtype=object),
             "merge_reason": pd.Series([b.merge_reason for b in sets], dtype=object),
             "failure_reason": pd.Series([b.failure_reason for b in sets], dtype=object),
             "opened_at": _utc_timestamps([b.opened_at for b in sets]),

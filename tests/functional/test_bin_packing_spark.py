@@ -132,6 +132,22 @@ def test_two_runs_with_previous_emit_each_item_once(session):
     assert sorted(members) == sorted(r[0] for r in first + second), "each item exactly once"
 
 
+def test_a_group_with_nothing_new_returns_no_rows(session):
+    """A group whose pending bin gets no new item changes nothing: its task returns an
+    empty frame, which must still convert to the output schema (an empty list is
+    float64 to pandas, which Arrow could not turn into strings)."""
+    options = {"min_entries": 3}
+    first = [("a1", 1, at(0), "a", None), ("b1", 1, at(1), "b", None)]
+    stored = pack(session, first, now=at(5), **options).collect()
+    assert sorted(r.status for r in stored) == ["pending", "pending"]
+    previous = session.createDataFrame(stored, BIN_SCHEMA)
+    second = [*first, ("b2", 1, at(6), "b", None)]
+    changed = pack(session, second, now=at(7), previous=previous, **options).collect()
+    assert [(r.correlation_value, list(r.members), r.status) for r in changed] == [
+        ("b", ["b1", "b2"], "pending")
+    ], "group a had nothing new: no row for it"
+
+
 def test_global_max_bins_couples_the_groups(session):
     rows = [("a1", 1, at(0), "a", None), ("b1", 1, at(1), "b", None), ("c1", 1, at(2), "c", None)]
     coupled = pack(session, rows, max_bins=2, min_entries=10, now=at(5)).collect()

@@ -261,3 +261,59 @@ def test_orders_feed_event_time_against_commit_time(spark, first_build):
         ("o2", "placed", "45.00", "c2", "09:05"),
         ("o4", "paid", "20.00", "c4", "11:30"),
     ]
+
+
+def test_message_bundles_and_uploads_across_two_deliveries(spark, first_build):
+    """The README's bin packing walkthrough: delivery 1 (the build), then delivery 2."""
+    bundles = (
+        f"select correlation_value, concat_ws(' ', members), status, merge_reason"
+        f" from {SCHEMA}.message_bundles order by opened_at"
+    )
+    uploads = (
+        f"select fragment_identifier, concat_ws(' ', members), status,"
+        f" coalesce(failure_reason, merge_reason), bytes"
+        f" from {SCHEMA}.upload_reassembly order by fragment_identifier, opened_at"
+    )
+    models = ["stg_message_events+", "stg_upload_fragments+"]
+    dbt("build", "--select", "message_events", "upload_fragments", *models, "--full-refresh")
+    sent = {
+        "c1": ("m01 m02 m03 m04 m05", "merged", "MAX_ENTRIES_THRESHOLD_REACHED"),
+        "c2": ("m06 m07 m08", "merged", "MAX_BYTES_THRESHOLD_REACHED"),
+        "c3": ("m09", "merged", "MAX_BYTES_THRESHOLD_REACHED"),  # larger than max bytes
+        "c4": ("m10 m11", "merged", "TIMEOUT"),  # 31 minutes old when m16 arrives
+        "c10": ("m12", "merged", "BIN_MANAGER_FULL"),  # a fifth bundle opens at 10:43
+        "c5": ("m13 m14 m15", "merged", "MIN_THRESHOLDS_REACHED"),  # at the run's end
+    }
+    assert rows(spark, bundles) == [(c, *v) for c, v in sent.items()] + [
+        ("c6", "m16", "pending", None),
+        ("c7", "m17", "pending", None),
+        ("c8", "m18", "pending", None),
+    ]
+    dbt("run", "--select", *models, "--vars", json.dumps({"stream_delivery": 2}))
+    assert rows(spark, bundles) == [(c, *v) for c, v in sent.items()] + [
+        ("c6", "m16 m19 m20", "merged", "MIN_THRESHOLDS_REACHED"),  # resumed and sent
+        ("c7", "m17 m21 m22 m23 m24", "merged", "MAX_ENTRIES_THRESHOLD_REACHED"),
+        ("c8", "m18", "pending", None),  # nothing new for c8 and not yet 30 minutes old
+        ("c11", "m25", "pending", None),
+    ]
+    members = rows(spark, f"select explode(members) from {SCHEMA}.message_bundles")
+    every = rows(spark, f"select message_id from {SCHEMA}.message_events")
+    assert sorted(members) == sorted(every), "every message in exactly one bundle"
+    events = rows(
+        spark, f"select child_id, count(*) from {SCHEMA}.message_bundles_provenance group by 1"
+    )
+    assert len(events) == 8 and all(count == 1 for _, count in events), "one JOIN per sent bundle"
+
+    assert rows(spark, uploads) == [
+        ("u1", "u1-1 u1-2 u1-3 u1-4", "merged", "MAX_ENTRIES_THRESHOLD_REACHED", 3700),
+        ("u2", "u2-1 u2-2 u2-3", "merged", "MAX_ENTRIES_THRESHOLD_REACHED", 2200),
+        ("u3", "u3-1 u3-2 u3-3", "failed", "CONFLICTING_FRAGMENT_COUNT", 3000),
+        ("u4", "u4-1 u4-2 u4-3", "merged", "MAX_ENTRIES_THRESHOLD_REACHED", 3000),
+        ("u4", "u4-5", "failed", "FRAGMENT_INDEX_OUT_OF_RANGE", 1000),
+        ("u5", "u5-1 u5-2 u5-3", "merged", "MAX_ENTRIES_THRESHOLD_REACHED", 2500),
+        ("u5", "u5-2b", "failed", "DUPLICATE_FRAGMENT_INDEX", 1000),
+        ("u6", "u6-1 u6-2", "failed", "INCOMPLETE_AFTER_MAX_BIN_AGE", 2000),
+        ("u7", "u7-1 u7-2", "merged", "MAX_ENTRIES_THRESHOLD_REACHED", 1300),  # delivery 2
+    ]
+    failures = rows(spark, f"select upload_id, failure_reason from {SCHEMA}.upload_failures")
+    assert len(failures) == 4
