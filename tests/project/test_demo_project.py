@@ -317,3 +317,17 @@ def test_message_bundles_and_uploads_across_two_deliveries(spark, first_build):
     ]
     failures = rows(spark, f"select upload_id, failure_reason from {SCHEMA}.upload_failures")
     assert len(failures) == 4
+
+
+def test_offline_plan_of_a_tables_files(spark, first_build):
+    """plan_offline over daily_events' data files reaches the lower bound."""
+    total = rows(
+        spark,
+        f"select items, bins, lower_bound from {SCHEMA}.daily_events_compaction_report"
+        f" where level = 'total'",
+    )
+    files = rows(spark, f"select count(*) from {SCHEMA}.daily_events.files")[0][0]
+    assert total[0][0] == files == 60, "every data file of daily_events is planned"
+    assert total[0][1] == total[0][2], "first-fit-decreasing meets ceil(total / 64 KiB) here"
+    planned = rows(spark, f"select sum(entries) from {SCHEMA}.daily_events_compaction_plan")
+    assert planned == [(60,)]

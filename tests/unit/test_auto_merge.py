@@ -6,7 +6,8 @@ D13 (the first scan waits one interval) is about scheduling, not planning: no te
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace as _replace
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
@@ -14,15 +15,27 @@ from dbt_merge.auto_merge import (
     ALWAYS,
     DELAY,
     NEVER,
+    SYSTEM,
+    USER,
     AutoMergeError,
     AutoMergeSettings,
+    DataFile,
     Mergeability,
+    MergeabilityRule,
     Range,
+    TableLayout,
     format_duration,
     parse_mergeability,
+    parse_rules,
     plan_auto_merge,
+    plan_files,
     plan_merges,
+    plan_partitions,
+    quote_identifier,
     ranges_from_partitions,
+    read_options,
+    resolve_mergeability,
+    sql_literal,
     verify_merge,
 )
 
@@ -803,3 +816,400 @@ def test_partition_delay_without_last_updated_at_is_refused():
     row = {**partition_row(1, 1, 1), "last_updated_at": None}
     with pytest.raises(AutoMergeError, match=r"DELAY needs the time it was marked"):
         ranges_from_partitions([row], model_name="m", mergeability="DELAY:1h")
+
+
+# -- planning an Iceberg table (the pure steps of plan_table) -------------------------------
+
+D = date  # keys of the file tests are dates, like readable_metrics of a date column
+LAYOUT = TableLayout("spark_catalog", "db.events", sort_column_type="date")
+
+
+def data_file(name, low, high, size=10, partition=(), added_at=None):
+    """A data file holding keys [low, high] (days of January 2024 as ints)."""
+    low_key = None if low is None else D(2024, 1, low)
+    high_key = None if high is None else D(2024, 1, high)
+    return DataFile(
+        path=f"/wh/db/events/data/{name}.parquet",
+        size_bytes=size,
+        record_count=size * 2,
+        min_key=low_key,
+        max_key=high_key,
+        min_key_text=None if low_key is None else str(low_key),
+        max_key_text=None if high_key is None else str(high_key),
+        partition=partition,
+        added_at=added_at,
+    )
+
+
+def options(config=None, properties=None):
+    return read_options({"sort_column": "day", **(config or {})}, properties, model_name="m")
+
+
+def planned(rows):
+    """{merge_index: [range ids]} of plan rows."""
+    found = {}
+    for row in rows:
+        if row["merge_index"] is not None:
+            found.setdefault(row["merge_index"], []).append(row["range_id"])
+    return [found[i] for i in sorted(found)]
+
+
+def test_options_default_then_table_property_then_config():
+    got = read_options(None, None, model_name="m")
+    assert (got.source, got.sort_column, got.created_by, got.rules) == ("files", None, "system", ())
+    assert got.settings == AutoMergeSettings(), "threshold .25, split 1 GiB, file_max 10000"
+
+    properties = {
+        "dbt_merge.auto_merge.threshold": "0.5",
+        "dbt_merge.auto_merge.file_max": "7",
+        "dbt_merge.auto_merge.mergeability": '[{"to": "2024-01-03", "mergeability": "NEVER"}]',
+        "write.format.default": "parquet",  # other properties are ignored
+    }
+    got = read_options({"file_max": 3}, properties, model_name="m")
+    assert got.settings == AutoMergeSettings(threshold=0.5, file_max=3), "config wins"
+    assert got.origins["threshold"] == "table property" and got.origins["file_max"] == "config"
+    assert got.rules == (MergeabilityRule(1, None, "2024-01-03", "NEVER"),), "JSON property"
+    assert (
+        read_options(None, {"dbt_merge.auto_merge.mergeability": "NEVER"}, model_name="m")
+        .rules[0]
+        .mergeability
+        == "NEVER"
+    ), "a bare mergeability needs no JSON quotes"
+
+
+def test_numbers_rendered_to_text_by_dbt_are_read():
+    got = read_options(
+        {"threshold": "1", "split_threshold": "4000", "file_max": " 9 "}, None, model_name="m"
+    )
+    assert got.settings == AutoMergeSettings(threshold=1.0, split_threshold=4000, file_max=9)
+
+
+def test_now_is_utc():
+    assert options({"now": "2024-03-01T00:00:00"}).now == datetime(2024, 3, 1)
+    assert options({"now": "2024-03-01T02:00:00+02:00"}).now == datetime(2024, 3, 1), "converted"
+    before = datetime.now(UTC).replace(tzinfo=None)
+    assert options({"now": ""}).now >= before, "empty: the current time"
+
+
+@pytest.mark.parametrize(
+    "config, properties, message",
+    [
+        ({"treshold": 0.5}, None, "setting 'auto_merge': unknown options [treshold], supported: "),
+        (
+            {"source": "tablets"},
+            None,
+            "setting 'source': must be one of files, partitions (got 'tablets')",
+        ),
+        (
+            {"created_by": "admin"},
+            None,
+            "setting 'created_by': must be 'system' or 'user' (got 'admin')",
+        ),
+        ({"threshold": 0}, None, "setting 'threshold': must be > 0 and <= 1 (got 0)"),
+        ({"threshold": "lots"}, None, "setting 'threshold': must be a number (got 'lots')"),
+        ({"now": "yesterday"}, None, "setting 'now': must be an ISO-8601 timestamp"),
+        (
+            None,
+            {"dbt_merge.auto_merge.threshold": "2"},
+            "setting 'dbt_merge.auto_merge.threshold': must be > 0 and <= 1 (got 2.0)",
+        ),
+        (
+            None,
+            {"dbt_merge.auto_merge.split_threshold": "1G"},
+            "setting 'dbt_merge.auto_merge.split_threshold': must be a whole number (got '1G')",
+        ),
+        (
+            None,
+            {"dbt_merge.auto_merge.file_max": "0"},
+            "setting 'dbt_merge.auto_merge.file_max': must be > 0 (got 0)",
+        ),
+        (
+            None,
+            {"dbt_merge.auto_merge.treshold": "0.5"},
+            "setting 'dbt_merge.auto_merge.treshold': unknown table property of db.t, supported: ",
+        ),
+        (
+            None,
+            {"dbt_merge.auto_merge.mergeability": "SOMETIMES"},
+            "setting 'dbt_merge.auto_merge.mergeability (the single value)': unknown mergeability, "
+            "expected NEVER, "
+            "ALWAYS or DELAY:<duration> (got 'SOMETIMES')",
+        ),
+    ],
+)
+def test_bad_options_are_refused(config, properties, message):
+    with pytest.raises(AutoMergeError) as info:
+        read_options(config, properties, model_name="orders_plan", table_name="db.t")
+    assert str(info.value).startswith(f"dbt_merge auto-merge in model orders_plan, {message}")
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("SOMETIMES", "setting 'mergeability (the single value)': unknown mergeability"),
+        ("DELAY", "setting 'mergeability (the single value)': DELAY needs a duration"),
+        (
+            [{"from": 1, "mergeability": "DELAY:"}],
+            "setting 'mergeability (rule 1)': DELAY needs a duration",
+        ),
+        (
+            [{"from": 1}, {"from": 2, "mergeability": "DELAY:soon"}],
+            "setting 'mergeability (rule 2)': a delay must be a duration",
+        ),
+        ([{"form": 1}], "setting 'mergeability': rule 1 has unknown keys [form]"),
+        (["NEVER"], "setting 'mergeability': rule 1 must be a dict"),
+        (5, "setting 'mergeability': must be one mergeability"),
+        (
+            [{"mergeability": "DELAY:1h", "marked_at": "noon"}],
+            "setting 'mergeability (rule 1)': marked_at must be a datetime or an ISO-8601 "
+            "timestamp",
+        ),
+    ],
+)
+def test_bad_rules_are_refused(value, message):
+    with pytest.raises(AutoMergeError) as info:
+        parse_rules(value, model_name="m")
+    assert message in str(info.value)
+    assert str(info.value).startswith("dbt_merge auto-merge in model m, ")
+
+
+def test_a_rule_without_mergeability_is_a_user_range_never():
+    rules = parse_rules([{"from": 3, "to": 4}], model_name="m")
+    got = resolve_mergeability(
+        rules, 4, 6, created_by=SYSTEM, written_at=None, range_id="r", model_name="m"
+    )
+    assert got == (N, 1), "Accumulo: ranges a user made default to NEVER"
+
+
+@pytest.mark.parametrize(
+    "low, high, expected",
+    [
+        (1, 2, (A, None)),  # meets no rule: the system default
+        (2, 3, (N, 1)),  # shares key 3 with rule 1: inclusive bounds
+        (4, 4, (N, 1)),
+        (5, 5, (Mergeability.after(timedelta(days=2), T), 3)),  # DELAY due last wins
+        (6, 9, (Mergeability.after(timedelta(days=2), T), 3)),
+        (10, 12, (A, 4)),
+    ],
+)
+def test_the_strictest_rule_a_range_meets_wins(low, high, expected):
+    rules = parse_rules(
+        [
+            {"from": 3, "to": 4, "mergeability": "NEVER"},
+            {"from": 4, "to": 9, "mergeability": "DELAY:1d", "marked_at": T.isoformat()},
+            {"from": 5, "to": 9, "mergeability": "DELAY:2d", "marked_at": T.isoformat()},
+            {"from": 10, "mergeability": "ALWAYS"},
+        ],
+        model_name="m",
+    )
+    got = resolve_mergeability(
+        rules, low, high, created_by=USER, written_at=None, range_id="r", model_name="m"
+    )
+    assert got == (expected if expected[1] else (N, None)), "unmatched user ranges are NEVER"
+
+
+def test_a_delay_without_marked_at_counts_from_the_write():
+    rules = parse_rules("DELAY:1h", model_name="m")
+    got, rule = resolve_mergeability(
+        rules, 1, 1, created_by=SYSTEM, written_at=T, range_id="r", model_name="m"
+    )
+    assert (got.due_at, rule) == (T + timedelta(hours=1), None)
+    with pytest.raises(AutoMergeError, match=r"'mergeability \(the single value, range 'r'\)'"):
+        resolve_mergeability(
+            rules, 1, 1, created_by=SYSTEM, written_at=None, range_id="r", model_name="m"
+        )
+
+
+def test_files_merge_around_a_never_rule_and_a_delay():
+    files = [data_file(f"f{d}", d, d) for d in range(1, 9)]
+    config = {
+        "split_threshold": 400,  # limit 100 bytes: ten files of 10
+        "now": "2024-01-20T00:00:00",
+        "mergeability": [
+            {"from": "2024-01-04", "to": "2024-01-04", "mergeability": "NEVER"},
+            {"from": "2024-01-07", "mergeability": "DELAY:1d", "marked_at": "2024-01-20T00:00:00"},
+        ],
+    }
+    typed = _typed(options(config))
+    rows = plan_files(list(reversed(files)), typed, LAYOUT, model_name="m")
+    assert [r["range_id"] for r in rows] == [f"2024-01-0{d}" for d in range(1, 9)], "key order"
+    assert planned(rows) == [
+        ["2024-01-01", "2024-01-02", "2024-01-03"],
+        ["2024-01-05", "2024-01-06"],
+    ]
+    assert [r["reason"] for r in rows][3::3] == ["never", "delay_not_due"]
+    assert rows[6]["due_at"] == datetime(2024, 1, 21) and rows[6]["mergeability_rule"] == 2
+    assert rows[0]["mergeability"] == "ALWAYS" and rows[0]["mergeability_rule"] is None
+
+    due = plan_files(
+        files, _typed(options({**config, "now": "2024-01-21T00:00:00"})), LAYOUT, model_name="m"
+    )
+    assert planned(due)[-1] == ["2024-01-05", "2024-01-06", "2024-01-07", "2024-01-08"], "due"
+
+
+def test_file_limits_are_inclusive():
+    files = [
+        data_file(f"f{d}", d, d, size=s) for d, s in zip(range(1, 5), (60, 40, 1, 1), strict=True)
+    ]
+    rows = plan_files(files, options({"split_threshold": 400}), LAYOUT, model_name="m")
+    assert planned(rows) == [["2024-01-01", "2024-01-02"], ["2024-01-03", "2024-01-04"]], (
+        "60+40=100"
+    )
+    files[1] = data_file("f2", 2, 2, size=41)
+    rows = plan_files(files, options({"split_threshold": 400}), LAYOUT, model_name="m")
+    assert planned(rows) == [["2024-01-02", "2024-01-03", "2024-01-04"]], "60+41 > 100"
+    rows = plan_files(files, options({"file_max": 2}), LAYOUT, model_name="m")
+    assert planned(rows) == [["2024-01-01", "2024-01-02"], ["2024-01-03", "2024-01-04"]]
+
+
+def test_files_of_different_partitions_are_never_contiguous():
+    eu = (("region", "eu", "eu"),)
+    us = (("region", "us", "us"),)
+    files = [
+        data_file("us1", 1, 2, partition=us),
+        data_file("eu1", 1, 1, partition=eu),
+        data_file("eu2", 2, 3, partition=eu),
+        data_file("us2", 3, 3, partition=us),
+        data_file("eu3", 5, 5, partition=eu),
+    ]
+    layout = TableLayout(
+        "spark_catalog", "db.events", "date", {"region": "region"}, {"region": "string"}
+    )
+    rows = plan_files(files, options(), layout, model_name="m")
+    assert [r["range_id"] for r in rows] == [
+        "region=eu:2024-01-01",
+        "region=eu:2024-01-02..2024-01-03",
+        "region=eu:2024-01-05",
+        "region=us:2024-01-01..2024-01-02",
+        "region=us:2024-01-03",
+    ]
+    assert [r["merge_index"] for r in rows] == [1, 1, 1, 2, 2], "numbered across partitions"
+    us_merge = rows[3]
+    assert us_merge["partition"] == "region=us"
+    assert us_merge["merge_where"] == (
+        "`day` >= cast('2024-01-01' as date) and `day` <= cast('2024-01-03' as date) "
+        "and `region` = 'us'"
+    )
+    assert us_merge["merge_files_where"] == (
+        "readable_metrics.`day`.upper_bound >= cast('2024-01-01' as date) and "
+        "readable_metrics.`day`.lower_bound <= cast('2024-01-03' as date) and "
+        "partition.`region` = 'us'"
+    )
+    assert us_merge["file_paths"] == ["/wh/db/events/data/us1.parquet"]
+
+
+def test_a_transform_partition_is_left_to_the_executors_check():
+    day = (("ts_day", D(2024, 1, 1), "2024-01-01"),)
+    layout = TableLayout("c", "db.t", "date", {}, {"ts_day": "date"})
+    rows = plan_files(
+        [data_file("a", 1, 1, partition=day), data_file("b", 2, 2, partition=day)],
+        options(),
+        layout,
+        model_name="m",
+    )
+    assert "ts_day" not in rows[0]["merge_where"], "no column selects a days() partition"
+
+
+def test_files_without_key_bounds_are_left_alone():
+    files = [data_file("a", 1, 1), data_file("nulls", None, None), data_file("b", 2, 2)]
+    rows = plan_files(files, options(), LAYOUT, model_name="m")
+    assert [(r["range_id"], r["reason"]) for r in rows] == [
+        ("/wh/db/events/data/nulls.parquet", "no_key_bounds"),
+        ("2024-01-01", "merged"),
+        ("2024-01-02", "merged"),
+    ]
+    assert rows[0]["mergeability"] is None
+
+
+@pytest.mark.parametrize(
+    "bounds",
+    [[(1, 3), (2, 4)], [(1, 3), (3, 4)], [(1, 9), (2, 3), (4, 5)], [(2, 2), (2, 2)]],
+    ids=["overlap", "touching", "inside", "same key"],
+)
+def test_overlapping_files_are_refused(bounds):
+    files = [data_file(f"f{i}", low, high) for i, (low, high) in enumerate(bounds)]
+    with pytest.raises(AutoMergeError) as info:
+        plan_files(files, options(), LAYOUT, model_name="events_plan")
+    text = str(info.value)
+    assert text.startswith(
+        "dbt_merge auto-merge in model events_plan, setting 'sort_column': the data files of "
+        "db.events overlap on day, so they are not ranges of the key: /wh/db/events/data/f0.parquet"
+    )
+    assert text.endswith("or plan with source 'partitions' (got 'day')")
+
+
+def test_empty_table_has_an_empty_plan():
+    assert plan_files([], options(), LAYOUT, model_name="m") == []
+
+
+def partitions_row(value, files=2, size=10, updated=T):
+    return {
+        "partition": {"region": value},
+        "partition_text": {"region": value},
+        "record_count": files,
+        "file_count": files,
+        "total_data_file_size_in_bytes": size,
+        "last_updated_at": updated,
+        "file_paths": [f"/wh/{value}/{i}.parquet" for i in range(files)],
+    }
+
+
+def test_partitions_plan_and_where_clauses():
+    layout = TableLayout("c", "db.t", None, {"region": "region"}, {"region": "string"})
+    typed = _replace(
+        read_options(
+            {"source": "partitions", "mergeability": [{"from": "c", "to": "c"}]},
+            None,
+            model_name="m",
+        ),
+    )
+    typed = _replace(typed, rules=(_replace(typed.rules[0], lower=("c",), upper=("c",)),))
+    rows = plan_partitions([partitions_row(v) for v in "edcba"], typed, layout, model_name="m")
+    assert [(r["range_id"], r["reason"]) for r in rows] == [
+        ("region=a", "merged"),
+        ("region=b", "merged"),
+        ("region=c", "never"),
+        ("region=d", "merged"),
+        ("region=e", "merged"),
+    ]
+    assert rows[0]["merge_where"] == "(`region` = 'a') or (`region` = 'b')"
+    assert (
+        rows[0]["merge_files_where"] == "(partition.`region` = 'a') or (partition.`region` = 'b')"
+    )
+    assert rows[0]["file_paths"] == ["/wh/a/0.parquet", "/wh/a/1.parquet"]
+    assert (rows[0]["merge_file_count"], rows[0]["min_key"]) == (4, "a")
+
+
+def test_partitions_of_a_transform_have_no_where_clause():
+    layout = TableLayout("c", "db.t", None, {}, {"region": "string"})
+    rows = plan_partitions(
+        [partitions_row(v) for v in "ab"],
+        read_options({"source": "partitions"}, None, model_name="m"),
+        layout,
+        model_name="m",
+    )
+    assert rows[0]["merge_where"] is None
+    assert (
+        "not executable: a where clause can only select identity partitions"
+        in rows[0]["explanation"]
+    )
+
+
+def test_sql_literals_and_identifiers():
+    assert sql_literal("it's", "string") == "'it\\'s'"
+    assert sql_literal("2024-01-01 10:00:00", "timestamp") == (
+        "cast('2024-01-01 10:00:00' as timestamp)"
+    )
+    assert sql_literal(None, "int") == "null"
+    assert quote_identifier("a.b`c") == "`a`.`b``c`"
+
+
+def _typed(opts):
+    """Rules with date bounds, as plan_table types them with Spark's try_cast."""
+
+    def day(value):
+        return None if value is None else D.fromisoformat(value)
+
+    return _replace(
+        opts, rules=tuple(_replace(r, lower=day(r.lower), upper=day(r.upper)) for r in opts.rules)
+    )

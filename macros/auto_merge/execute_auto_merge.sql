@@ -1,0 +1,208 @@
+{#--
+    Carries out an auto-merge plan (a model built with dbt_merge.auto_merge.plan_table)
+    with Iceberg's rewrite_data_files, one CALL per planned merge, each restricted by
+    the merge's where clause to exactly its files. A dry run (the default) only says
+    what it would do:
+
+        dbt run-operation dbt_merge.execute_auto_merge --args '{plan: my_plan}'
+        dbt run-operation dbt_merge.execute_auto_merge --args '{plan: my_plan, execute: true}'
+
+    A plan is not executed blindly: before each merge, the files its where clause
+    selects in the table's current snapshot must be exactly the planned files
+    (like Accumulo's VerifyMergeability, SEMANTICS.md D.1). Otherwise the plan is
+    stale for that merge (files were rewritten, added or removed since it was made)
+    and the merge is skipped with a log line; build the plan again.
+    Each executed merge appends a JOIN event (old files -> new files) to
+    <plan schema>.auto_merge_provenance.
+--#}
+{% macro execute_auto_merge(plan, execute=false) %}
+    {{ return(adapter.dispatch('execute_auto_merge', 'dbt_merge')(plan, execute)) }}
+{% endmacro %}
+
+
+{% macro default__execute_auto_merge(plan, execute) %}
+    {#-- `execute` here is this macro's flag, which hides dbt's own: an empty result
+         from run_query is how this notices that dbt is only parsing. --#}
+    {% set plan_relation = dbt_merge._auto_merge_plan_relation(plan) %}
+    {% set merges = run_query(dbt_merge._auto_merge_merges_sql(plan_relation)) %}
+    {% if merges is none or merges is undefined %}
+        {{ return([]) }}
+    {% endif %}
+    {% set mode = 'execute' if execute else 'dry run' %}
+    {% set outcomes = [] %}
+    {% if merges.rows | length == 0 %}
+        {% do log('auto-merge ' ~ mode ~ ' of ' ~ plan_relation ~ ': the plan has no merges', info=true) %}
+    {% endif %}
+    {% for merge in merges.rows %}
+        {% do outcomes.append(dbt_merge._execute_auto_merge_run(plan_relation, merge, execute)) %}
+    {% endfor %}
+    {% set done = outcomes | selectattr('status', 'equalto', 'merged') | list %}
+    {% set planned = outcomes | selectattr('status', 'equalto', 'planned') | list %}
+    {% set skipped = outcomes | rejectattr('status', 'in', ['merged', 'planned']) | list %}
+    {% if execute %}
+        {% set summary -%}
+            auto-merge of {{ plan_relation }}: {{ done | length }} merge(s) executed,
+            {{- ' ' ~ (done | sum(attribute='files_before')) }} files -> {{ done | sum(attribute='files_after') }},
+            {{- ' ' ~ (skipped | length) }} skipped
+        {%- endset %}
+    {% else %}
+        {% set summary -%}
+            auto-merge dry run of {{ plan_relation }}: {{ planned | length }} merge(s) would run, rewriting
+            {{- ' ' ~ (planned | sum(attribute='files_before')) }} files,
+            {{- ' ' ~ (skipped | length) }} would be skipped; nothing was changed. Run them with
+            {{- " --args '{plan: " ~ plan_relation.identifier ~ ", execute: true}'" }}
+        {%- endset %}
+    {% endif %}
+    {% do log(summary, info=true) %}
+    {{ return(outcomes) }}
+{% endmacro %}
+
+
+{#-- The plan as a relation: a model name (ref) or a relation. --#}
+{% macro _auto_merge_plan_relation(plan) %}
+    {% if plan is string %}
+        {{ return(ref(plan)) }}
+    {% elif plan is mapping or plan is none %}
+        {% set msg -%}
+            Macro execute_auto_merge expected a plan model's name or a Relation but received the value: {{ plan }}
+        {%- endset %}
+        {% do exceptions.raise_compiler_error(msg) %}
+    {% endif %}
+    {{ return(plan) }}
+{% endmacro %}
+
+
+{#-- One row per planned merge, in plan order, with its files as a JSON list. --#}
+{% macro _auto_merge_merges_sql(plan_relation) %}
+    select
+        merge_index,
+        first(catalog_name) as catalog_name,
+        first(table_name) as table_name,
+        first(merge_min_key) as merge_min_key,
+        first(merge_max_key) as merge_max_key,
+        first(merge_where) as merge_where,
+        first(merge_files_where) as merge_files_where,
+        first(target_file_size_bytes) as target_file_size_bytes,
+        sum(size_bytes) as size_bytes,
+        to_json(sort_array(flatten(collect_list(file_paths)))) as file_paths
+    from {{ plan_relation }}
+    where action = 'merge'
+    group by merge_index
+    order by merge_index
+{% endmacro %}
+
+
+{#-- One planned merge: verify, then (dry run) log the CALL or (execute) run it and
+     record the event. Returns what happened as a dict. --#}
+{% macro _execute_auto_merge_run(plan_relation, merge, execute) %}
+    {% set table = merge['catalog_name'] ~ '.' ~ merge['table_name'] %}
+    {% set planned = fromjson(merge['file_paths']) %}
+    {% set label -%}
+        merge {{ merge['merge_index'] }} of {{ table }} ({{ merge['merge_min_key'] }} .. {{ merge['merge_max_key'] }}, {{ planned | length }} files, {{ merge['size_bytes'] }} bytes)
+    {%- endset %}
+    {% set outcome = {'merge_index': merge['merge_index'], 'table': table, 'files_before': planned | length, 'files_after': none} %}
+    {% if merge['merge_where'] is none %}
+        {% do log('auto-merge: skipped ' ~ label ~ ': the plan has no where clause for it (only identity partitions can be selected by one)', info=true) %}
+        {% do outcome.update({'status': 'not_executable'}) %}
+        {{ return(outcome) }}
+    {% endif %}
+
+    {#-- 1. the plan must still describe the table --#}
+    {% set before = dbt_merge._auto_merge_selected_files(table, merge['merge_files_where']) %}
+    {% set gone = planned | reject('in', before) | list %}
+    {% set extra = before | reject('in', planned) | list %}
+    {% if gone or extra %}
+        {% set msg -%}
+            auto-merge: skipped {{ label }}: the plan is stale, the table changed since it was made
+            {%- if gone %}; {{ gone | length }} planned file(s) are no longer in the table (e.g. {{ gone[0] }}){% endif %}
+            {%- if extra %}; its where clause would also rewrite {{ extra | length }} file(s) not in the plan (e.g. {{ extra[0] }}){% endif %}. Build the plan again
+        {%- endset %}
+        {% do log(msg, info=true) %}
+        {% do outcome.update({'status': 'stale'}) %}
+        {{ return(outcome) }}
+    {% endif %}
+
+    {% set call_sql = dbt_merge._auto_merge_call_sql(merge) %}
+    {% if not execute %}
+        {% do log('auto-merge dry run: ' ~ label ~ ' would run: ' ~ call_sql, info=true) %}
+        {% do outcome.update({'status': 'planned'}) %}
+        {{ return(outcome) }}
+    {% endif %}
+
+    {#-- 2. rewrite, then read what the commit replaced --#}
+    {% set result = run_query(call_sql).rows[0] %}
+    {% set after = dbt_merge._auto_merge_selected_files(table, merge['merge_files_where']) %}
+    {% set parents = before | reject('in', after) | list %}
+    {% set children = after | reject('in', before) | list %}
+    {% set snapshot = run_query('select cast(snapshot_id as string) from ' ~ table ~ '.history where is_current_ancestor order by made_current_at desc limit 1').rows[0][0] %}
+    {% if result['failed_data_files_count'] != 0 %}
+        {% do log('auto-merge: warning: ' ~ label ~ ': rewrite_data_files failed to rewrite ' ~ result['failed_data_files_count'] ~ ' file(s)', info=true) %}
+    {% endif %}
+
+    {#-- 3. provenance: one JOIN event, old files -> new files --#}
+    {% if parents %}
+        {% set events = dbt_merge.auto_merge_provenance(plan_relation) %}
+        {% do run_query(dbt_merge.get_create_auto_merge_provenance_sql(events)) %}
+        {% do run_query(dbt_merge._auto_merge_event_sql(events, plan_relation, table, merge, parents, children, result, snapshot)) %}
+    {% endif %}
+    {% do log('auto-merge: executed ' ~ label ~ ': rewrote ' ~ result['rewritten_data_files_count'] ~ ' file(s) into ' ~ result['added_data_files_count'] ~ ' in snapshot ' ~ snapshot, info=true) %}
+    {% do outcome.update({'status': 'merged', 'files_before': parents | length, 'files_after': children | length, 'snapshot_id': snapshot}) %}
+    {{ return(outcome) }}
+{% endmacro %}
+
+
+{#-- Data files of the table's current snapshot that a where clause selects, sorted. --#}
+{% macro _auto_merge_selected_files(table, files_where) %}
+    {% set found = run_query('select file_path from ' ~ table ~ '.data_files where ' ~ files_where ~ ' order by file_path') %}
+    {{ return(found.columns['file_path'].values() | map('string') | list) }}
+{% endmacro %}
+
+
+{#-- rewrite_data_files for one merge. The target size is split_threshold, larger
+     than any merge (threshold <= 1), so each merge writes one file per partition.
+     Every file smaller than the target is a candidate (min-file-size-bytes), so the
+     planner, not Iceberg's size rules, chooses the files; a group of one file (a
+     partition that already has one) is not rewritten (min-input-files 2). Options:
+     apache/iceberg docs/docs/spark-procedures.md, rewrite_data_files. --#}
+{% macro _auto_merge_call_sql(merge) %}
+    {%- set target = merge['target_file_size_bytes'] | int -%}
+    call {{ merge['catalog_name'] }}.system.rewrite_data_files(
+        table => {{ dbt_merge._sql_string(merge['table_name']) }},
+        strategy => 'binpack',
+        where => {{ dbt_merge._auto_merge_sql_text(merge['merge_where']) }},
+        options => map(
+            'min-input-files', '2',
+            'target-file-size-bytes', '{{ target }}',
+            'min-file-size-bytes', '{{ [target - 1, 0] | max }}'
+        )
+    )
+{%- endmacro %}
+
+
+{% macro _auto_merge_event_sql(events, plan_relation, table, merge, parents, children, result, snapshot) %}
+    insert into {{ events }}
+    select
+        'JOIN' as event_type,
+        {{ dbt_merge._sql_string(table) }} as table_name,
+        {{ dbt_merge._sql_string(plan_relation.identifier) }} as plan_model,
+        {{ merge['merge_index'] }} as merge_index,
+        {{ dbt_merge._sql_string(merge['merge_min_key']) }} as min_key,
+        {{ dbt_merge._sql_string(merge['merge_max_key']) }} as max_key,
+        cast(array({% for p in parents %}{{ dbt_merge._sql_string(p) }}{{ ', ' if not loop.last }}{% endfor %}) as array<string>) as parent_ids,
+        cast(array({% for c in children %}{{ dbt_merge._sql_string(c) }}{{ ', ' if not loop.last }}{% endfor %}) as array<string>) as child_ids,
+        cast({{ result['rewritten_bytes_count'] }} as bigint) as rewritten_bytes,
+        cast({{ snapshot }} as bigint) as snapshot_id,
+        {{ dbt_merge._sql_string(invocation_id) }} as invocation_id,
+        current_timestamp() as recorded_at
+{% endmacro %}
+
+
+{#-- A string literal; double-quoted when that needs no escapes, so that a where
+     clause with quoted values stays readable. --#}
+{% macro _auto_merge_sql_text(text) %}
+    {%- if '"' not in text and '\\' not in text -%}
+        {{- '"' ~ text ~ '"' -}}
+    {%- else -%}
+        {{- dbt_merge._sql_string(text) -}}
+    {%- endif -%}
+{% endmacro %}
