@@ -1508,6 +1508,52 @@ def _now_micros(now: datetime | None, model_name: str, what: str) -> int:
     return _micros(now)
 
 
+def _check_stream(
+    items: DataFrame,
+    model_name: str,
+    what: str,
+    *,
+    id_column: str,
+    arrival_column: str,
+    previous: DataFrame | None,
+    schema: StructType,
+    now: datetime | None,
+    max_bin_age: timedelta | None,
+    more_rows: Sequence[tuple] = (),
+) -> tuple[int, int | None]:
+    """The checks bin_pack and defragment share, before any packing: the arrival
+    column's type, the stored table, then one scan for null ids and arrivals (and
+    ``more_rows``). Returns the run's clock and max bin age in microseconds."""
+    _check_type(
+        items,
+        model_name,
+        what,
+        "arrival_column",
+        arrival_column,
+        (TimestampType, TimestampNTZType, DateType),
+        "a timestamp or date",
+    )
+    _check_previous(previous, model_name, what, schema)
+    now_us = _now_micros(now, model_name, what)
+    max_age = None if max_bin_age is None else _micros(max_bin_age)
+    _check_rows(
+        items,
+        model_name,
+        what,
+        [
+            ("id_column", id_column, F.col(id_column).isNull(), "have a null id"),
+            *more_rows,
+            (
+                "arrival_column",
+                arrival_column,
+                F.col(arrival_column).isNull(),
+                "have a null arrival",
+            ),
+        ],
+    )
+    return now_us, max_age
+
+
 def bin_pack(
     items: DataFrame,
     *,
@@ -1591,32 +1637,19 @@ def bin_pack(
         },
     )
     _check_type(items, model_name, what, "size_column", size_column, (IntegralType,), "an integer")
-    _check_type(
+    now_us, max_age = _check_stream(
         items,
         model_name,
         what,
-        "arrival_column",
-        arrival_column,
-        (TimestampType, TimestampNTZType, DateType),
-        "a timestamp or date",
-    )
-    _check_previous(previous, model_name, what, BIN_SCHEMA)
-    now_us = _now_micros(now, model_name, what)
-    max_age = None if max_bin_age is None else _micros(max_bin_age)
-    _check_rows(
-        items,
-        model_name,
-        what,
-        [
-            ("id_column", id_column, F.col(id_column).isNull(), "have a null id"),
+        id_column=id_column,
+        arrival_column=arrival_column,
+        previous=previous,
+        schema=BIN_SCHEMA,
+        now=now,
+        max_bin_age=max_bin_age,
+        more_rows=[
             ("size_column", size_column, F.col(size_column).isNull(), "have a null size"),
             ("size_column", size_column, F.col(size_column) < 0, "have a negative size"),
-            (
-                "arrival_column",
-                arrival_column,
-                F.col(arrival_column).isNull(),
-                "have a null arrival",
-            ),
         ],
     )
 
@@ -1715,7 +1748,6 @@ def _pack_frames(
             "merged_at": _utc_timestamps([b.merged_at for b in bins]),
         }
     )
-
 
 
 def plan_offline(
@@ -1943,31 +1975,16 @@ def defragment(
     sized = [("size_column", size_column)] if size_column is not None else []
     for setting, column in [("count_column", count_column), ("index_column", index_column), *sized]:
         _check_type(items, model_name, what, setting, column, (IntegralType,), "an integer")
-    _check_type(
+    now_us, max_age = _check_stream(
         items,
         model_name,
         what,
-        "arrival_column",
-        arrival_column,
-        (TimestampType, TimestampNTZType, DateType),
-        "a timestamp or date",
-    )
-    _check_previous(previous, model_name, what, DEFRAGMENT_SCHEMA)
-    now_us = _now_micros(now, model_name, what)
-    max_age = None if max_bin_age is None else _micros(max_bin_age)
-    _check_rows(
-        items,
-        model_name,
-        what,
-        [
-            ("id_column", id_column, F.col(id_column).isNull(), "have a null id"),
-            (
-                "arrival_column",
-                arrival_column,
-                F.col(arrival_column).isNull(),
-                "have a null arrival",
-            ),
-        ],
+        id_column=id_column,
+        arrival_column=arrival_column,
+        previous=previous,
+        schema=DEFRAGMENT_SCHEMA,
+        now=now,
+        max_bin_age=max_bin_age,
     )
     new = items.select(
         F.col(id_column).cast("string").alias("_id"),
