@@ -46,6 +46,9 @@ DEFAULT_PORTS = {7077, 8980, 8981, 8982}
 # current_timestamp()) and Iceberg snapshot ids, which are random
 # (orders__provenance.table_version, the auto-merge plan's and provenance's snapshot_id).
 RUN_DEPENDENT = {"invocation_id", "recorded_at", "loaded_at", "table_version", "snapshot_id"}
+# and per table: an offline plan's bin ids hash their first member, here a data file's
+# path (which carries a random UUID)
+TABLE_RUN_DEPENDENT = {"daily_events_compaction_plan": {"bin_id"}}
 # Data file names carry a random UUID per write (Iceberg: 00000-0-<uuid>-0-00001.parquet,
 # Spark: part-00000-<uuid>-c000.snappy.parquet) and their paths the warehouse: inside any
 # value (e.g. the auto-merge plan's file_paths) a data file's path or name becomes this.
@@ -301,7 +304,8 @@ def _read(spark, path: Path, fmt: str) -> tuple[list[tuple[str, str]], list[str]
     """(columns with types, rows as sorted JSON lines) without the run-dependent columns."""
     df = spark.read.format(fmt).load(str(path))
     columns = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
-    df = df.drop(*[name for name, _ in columns if name in RUN_DEPENDENT])
+    dependent = RUN_DEPENDENT | TABLE_RUN_DEPENDENT.get(path.name, set())
+    df = df.drop(*[name for name, _ in columns if name in dependent])
     rows = sorted(
         DATA_FILE.sub(
             "<data file>",
