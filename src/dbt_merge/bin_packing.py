@@ -773,6 +773,18 @@ class PlannedBin:
     def entries(self) -> int:
         return len(self.members)
 
+    def as_dict(self) -> dict[str, Any]:
+        """The bin as an output row (``OFFLINE_SCHEMA`` names)."""
+        return {
+            "bin_id": self.bin_id,
+            "schema_value": self.schema,
+            "correlation_value": self.correlation,
+            "entries": self.entries,
+            "bytes": self.bytes,
+            "members": list(self.members),
+            "is_oversized": self.is_oversized,
+        }
+
 
 @dataclass
 class GroupReport:
@@ -1432,6 +1444,27 @@ def _utc_timestamps(values: list[int | None]) -> pd.Series:
     return pd.to_datetime(pd.Series(values, dtype="Int64"), unit="us", utc=True)
 
 
+def _frame(rows: list[dict[str, Any]], schema: StructType) -> pd.DataFrame:
+    """Output rows of a pandas task as a frame whose dtypes come from ``schema``, not
+    from the values: a task with no rows must still convert (pandas reads an empty
+    list as float64, which Arrow cannot turn into strings). Timestamps are epoch
+    microseconds, as the engines keep them."""
+    import pandas as pd
+
+    columns = {}
+    for field in schema.fields:
+        values = [row[field.name] for row in rows]
+        if isinstance(field.dataType, TimestampType):
+            columns[field.name] = _utc_timestamps(values)
+        elif isinstance(field.dataType, LongType):
+            columns[field.name] = pd.Series(values, dtype="Int64" if field.nullable else "int64")
+        elif isinstance(field.dataType, BooleanType):
+            columns[field.name] = pd.Series(values, dtype=bool)
+        else:
+            columns[field.name] = pd.Series(values, dtype=object)
+    return pd.DataFrame(columns)
+
+
 def _check_columns(
     df: DataFrame, model_name: str, what: str, required: dict[str, str | None]
 ) -> None:
@@ -1703,7 +1736,6 @@ def _pack_frames(
     pending_pdf: pd.DataFrame,
 ) -> pd.DataFrame:
     """One task of ``bin_pack``: pandas in, ``BIN_SCHEMA`` pandas out."""
-    import pandas as pd
 
     stored = sorted(
         zip(
@@ -1734,20 +1766,7 @@ def _pack_frames(
         items, settings, now=now_us, pending=pending, model_name=model_name, max_age=max_age
     )
     bins = result.changed
-    return pd.DataFrame(
-        {
-            "bin_id": pd.Series([b.bin_id for b in bins], dtype=object),
-            "schema_value": pd.Series([b.schema for b in bins], dtype=object),
-            "correlation_value": pd.Series([b.correlation for b in bins], dtype=object),
-            "entries": pd.Series([b.entries for b in bins], dtype="int64"),
-            "bytes": pd.Series([b.bytes for b in bins], dtype="int64"),
-            "members": pd.Series([b.members for b in bins], dtype=object),
-            "status": pd.Series([b.status for b in bins], dtype=object),
-            "merge_reason": pd.Series([b.merge_reason for b in bins], dtype=object),
-            "opened_at": _utc_timestamps([b.opened_at for b in bins]),
-            "merged_at": _utc_timestamps([b.merged_at for b in bins]),
-        }
-    )
+    return _frame([b.as_dict() for b in bins], BIN_SCHEMA)
 
 
 def plan_offline(
@@ -1822,7 +1841,6 @@ def _plan_frame(
     max_bytes: int, max_entries: int | None, strategy: str, model_name: str, pdf: pd.DataFrame
 ) -> pd.DataFrame:
     """One group of ``plan_offline``: pandas in, ``OFFLINE_SCHEMA`` pandas out."""
-    import pandas as pd
 
     plan = plan_offline_items(
         zip(
@@ -1838,17 +1856,7 @@ def _plan_frame(
         model_name=model_name,
     )
     bins = plan.bins
-    return pd.DataFrame(
-        {
-            "bin_id": pd.Series([b.bin_id for b in bins], dtype=object),
-            "schema_value": pd.Series([b.schema for b in bins], dtype=object),
-            "correlation_value": pd.Series([b.correlation for b in bins], dtype=object),
-            "entries": pd.Series([b.entries for b in bins], dtype="int64"),
-            "bytes": pd.Series([b.bytes for b in bins], dtype="int64"),
-            "members": pd.Series([b.members for b in bins], dtype=object),
-            "is_oversized": pd.Series([b.is_oversized for b in bins], dtype=bool),
-        }
-    )
+    return _frame([b.as_dict() for b in bins], OFFLINE_SCHEMA)
 
 
 def offline_report(
@@ -2050,7 +2058,6 @@ def _defragment_frames(
     pending_pdf: pd.DataFrame,
 ) -> pd.DataFrame:
     """One task of ``defragment``: pandas in, ``DEFRAGMENT_SCHEMA`` pandas out."""
-    import pandas as pd
 
     stored = sorted(
         zip(
@@ -2087,18 +2094,4 @@ def _defragment_frames(
         max_age=max_age,
     )
     sets = result.changed
-    return pd.DataFrame(
-        {
-            "bin_id": pd.Series([b.bin_id for b in sets], dtype=object),
-            "fragment_identifier": pd.Series([b.identifier for b in sets], dtype=object),
-            "fragment_count": pd.Series([b.count for b in sets], dtype="Int64"),
-            "entries": pd.Series([b.entries for b in sets], dtype="int64"),
-            "members": pd.Series([b.members for b in sets], dtype=object),
-            "member_indexes": pd.Series([b.indexes for b in sets], dtype=object),
-            "status": pd.Series([b.status for b in sets], dtype=object),
-            "merge_reason": pd.Series([b.merge_reason for b in sets], dtype=object),
-            "failure_reason": pd.Series([b.failure_reason for b in sets], dtype=object),
-            "opened_at": _utc_timestamps([b.opened_at for b in sets]),
-            "merged_at": _utc_timestamps([b.merged_at for b in sets]),
-        }
-    )
+    return _frame([b.as_dict() for b in sets], DEFRAGMENT_SCHEMA)
