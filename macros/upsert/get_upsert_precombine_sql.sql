@@ -62,3 +62,13 @@ from (
 where dbt_merge_version = 1
     {%- endif %}
 {% endmacro %}
+
+
+{#-- A first run's rows (a new table, or --full-refresh): the precombined batch without
+     its deleted keys. Used by the spark_session materialization and by precombined(). --#}
+{% macro _upsert_first_batch_sql(precombined_sql, cfg) %}
+select * from ({{ precombined_sql }}) as precombined
+    {%- if cfg.delete_column %}
+where not coalesce({{ adapter.quote(cfg.delete_column) }}, false)
+    {%- endif %}
+{% endmacro %}

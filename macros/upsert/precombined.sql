@@ -21,11 +21,5 @@
     {%- set columns = batch_columns | map(attribute='name') | list %}
     {%- set cfg = dbt_merge.upsert_config(columns) %}
     {%- do dbt_merge._check_upsert_batch('(' ~ query ~ ') as batch', cfg, batch_columns) %}
-    {%- set first_batch -%}
-select * from ({{ dbt_merge.get_upsert_precombine_sql(query, cfg, columns) }}) as precombined
-        {%- if cfg.delete_column %}
-where not coalesce({{ adapter.quote(cfg.delete_column) }}, false)
-        {%- endif %}
-    {%- endset %}
-    {{- return(first_batch) }}
+    {{- return(dbt_merge._upsert_first_batch_sql(dbt_merge.get_upsert_precombine_sql(query, cfg, columns), cfg)) }}
 {% endmacro %}

@@ -75,14 +75,8 @@
     {%- endif -%}
     {%- if strategy == 'upsert' -%}
       {#-- the first run applies the same precombine and delete rules --#}
-      {%- set first_batch -%}
-        select * from ({{ precombined }}) as precombined
-        {%- if cfg.delete_column %}
-        where not coalesce({{ adapter.quote(cfg.delete_column) }}, false)
-        {%- endif %}
-      {%- endset -%}
       {%- call statement('main') -%}
-        {{ create_table_as(False, target_relation, first_batch) }}
+        {{ create_table_as(False, target_relation, dbt_merge._upsert_first_batch_sql(precombined, cfg)) }}
       {%- endcall -%}
       {%- do dbt_merge._store_upsert_table_settings(target_relation, settings) -%}
     {%- else -%}
