@@ -3,13 +3,14 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 DBT    := $(BIN)/dbt
 DBT_ARGS := --project-dir . --profiles-dir .
 
 export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: run test install check-java docs bench bench-entity-merge bench-upsert bench-bin-packing cluster-up cluster-down lint clean
+.PHONY: run test install install-bench check-java docs bench bench-closure bench-entity-merge bench-upsert bench-bin-packing cluster-up cluster-down lint clean
 
 ## run: install if needed, then the demo `dbt build` (seeds, models, tests) on embedded Spark
 run: install check-java
@@ -23,8 +24,12 @@ test: install check-java
 docs: install check-java
 	$(DBT) docs generate $(DBT_ARGS)
 
-## bench: the closure benchmark (BENCH_ARGS="--sizes 1000000 --no-baseline" for a quick one)
-bench: install check-java
+## bench: every benchmark at three sizes with its baseline: bench/results.json, bench/plots/*.png (about 20 min; BENCH_ARGS="--large" adds larger sizes)
+bench: install-bench check-java
+	$(BIN)/python bench/sweep.py $(BENCH_ARGS)
+
+## bench-closure: the closure benchmark (BENCH_ARGS="--sizes 1000000 --no-baseline" for a quick one)
+bench-closure: install check-java
 	$(BIN)/python bench/closure_bench.py $(BENCH_ARGS)
 
 ## bench-entity-merge: `dbt run` of a whole entity merge against a hand-written baseline
@@ -48,6 +53,13 @@ cluster-down:
 	scripts/cluster.sh down
 
 install: $(STAMP)
+
+install-bench: $(BENCH_STAMP)
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt \
+	  -e ".[test,bench]" --config-settings editable_mode=compat
+	@touch $(BENCH_STAMP)
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	@command -v $(PYTHON) >/dev/null 2>&1 || { \

@@ -1,4 +1,4 @@
-"""Benchmark of dbt_merge.bin_packing: 1M items in 1,000 correlation groups on local[2].
+"""Benchmark of dbt_merge.bin_packing: items in correlation groups (default 1M in 1,000), local[2].
 
 The items (id, group, size, arrival) are generated once into an Iceberg table (not
 timed). Sizes are uniform in [1, max_bytes / 4]. Then, each written to an Iceberg
@@ -12,7 +12,7 @@ table, as a dbt Python model would:
     the group's open bins; its bins are reported against the same lower bound.
 
 Usage:
-  .venv/bin/python bench/bin_packing_bench.py [--items 1000000] [--groups 1000]
+  .venv/bin/python bench/bin_packing_bench.py [--sizes 100000,1000000] [--groups 1000]
       [--max-bytes 100000] [--baseline-cap 600] [--json bench/out/bin_packing.json]
 """
 
@@ -78,27 +78,11 @@ def naive_first_fit(spark, max_bytes: int, max_entries: int, cap: float) -> dict
     return {"seconds": seconds, "finished": True, "bins": count, "lower_bound": lower}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=1_000_000)
-    parser.add_argument("--groups", type=int, default=1_000)
-    parser.add_argument("--max-bytes", type=int, default=100_000)
-    parser.add_argument("--max-entries", type=int, default=1_000)
-    parser.add_argument("--baseline-cap", type=float, default=600.0)
-    parser.add_argument("--no-baseline", action="store_true")
-    parser.add_argument("--json", type=Path, default=OUT / "bin_packing.json")
-    args = parser.parse_args()
-
-    spark = sessions.get_session(
-        sessions.SessionSettings(
-            warehouse=WAREHOUSE,
-            log_dir=OUT / "logs",
-            server_side_parameters={"spark.master": "local[2]", "spark.driver.memory": "6g"},
-        )
-    )
-    generate(spark, args.items, args.groups, args.max_bytes)
+def measure(spark, items_count: int, args) -> dict:
+    """One size: fresh items, then streaming, offline and (unless off) the naive baseline."""
+    generate(spark, items_count, args.groups, args.max_bytes)
     items = spark.table(f"{SCHEMA}.items")
-    print(f"items: {args.items:,} in {args.groups:,} groups", flush=True)
+    print(f"items: {items_count:,} in {args.groups:,} groups", flush=True)
 
     packed = bin_pack(
         items,
@@ -116,7 +100,7 @@ def main() -> None:
     streaming = spark.table(f"{SCHEMA}.streaming_bins")
     streaming_bins = streaming.count()
     members = streaming.select(F.sum("entries")).first()[0]
-    assert members == args.items, "every item is in exactly one bin"
+    assert members == items_count, "every item is in exactly one bin"
     print(f"streaming bin_pack: {streaming_s} s, {streaming_bins:,} bins", flush=True)
 
     planned = plan_offline(
@@ -143,7 +127,7 @@ def main() -> None:
     )
 
     row = {
-        "items": args.items,
+        "items": items_count,
         "groups": args.groups,
         "max_bytes": args.max_bytes,
         "streaming": {"seconds": streaming_s, "bins": streaming_bins},
@@ -154,7 +138,6 @@ def main() -> None:
             "ratio": round(total.bins_over_lower_bound, 4),
             "worst_group_ratio": round(worst, 4),
         },
-        "machine": {"python": platform.python_version(), "cores": 2, "master": "local[2]"},
     }
     if not args.no_baseline:
         naive = naive_first_fit(spark, args.max_bytes, args.max_entries, args.baseline_cap)
@@ -163,26 +146,55 @@ def main() -> None:
         if naive["finished"]:
             # the same first fit in arrival order: the same number of bins
             assert naive["bins"] == streaming_bins, (naive["bins"], streaming_bins)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(row, indent=2))
+    return row
 
-    naive = row.get("naive") or {}
-    naive_text = (
-        f"{naive['seconds']} s, {naive['bins']:,} bins ({naive['bins'] / naive['lower_bound']:.4f})"
-        if naive.get("finished")
-        else ("did not finish" if naive else "-")
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000000", help="items, comma-separated")
+    parser.add_argument("--items", type=int, help="one size: the same as --sizes N")
+    parser.add_argument("--groups", type=int, default=1_000)
+    parser.add_argument("--max-bytes", type=int, default=100_000)
+    parser.add_argument("--max-entries", type=int, default=1_000)
+    parser.add_argument("--baseline-cap", type=float, default=600.0)
+    parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--json", type=Path, default=OUT / "bin_packing.json")
+    args = parser.parse_args()
+    sizes = [args.items] if args.items else [int(s) for s in args.sizes.split(",")]
+
+    spark = sessions.get_session(
+        sessions.SessionSettings(
+            warehouse=WAREHOUSE,
+            log_dir=OUT / "logs",
+            server_side_parameters={"spark.master": "local[2]", "spark.driver.memory": "6g"},
+        )
     )
+    results = [measure(spark, size, args) for size in sizes]
+    machine = {"python": platform.python_version(), "cores": 2, "master": "local[2]"}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+
     print()
     print(
         "| items | groups | streaming `bin_pack` | offline `plan_offline` (bins / lower bound)"
         " | naive driver first fit (bins / lower bound) |"
     )
     print("| ---: | ---: | ---: | ---: | ---: |")
-    print(
-        f"| {args.items:,} | {args.groups:,} | {streaming_s} s ({streaming_bins:,} bins)"
-        f" | {offline_s} s, {total.bins:,} / {total.lower_bound:,} ="
-        f" {total.bins_over_lower_bound:.4f} | {naive_text} |"
-    )
+    for row in results:
+        naive = row.get("naive") or {}
+        naive_text = (
+            f"{naive['seconds']} s, {naive['bins']:,} bins"
+            f" ({naive['bins'] / naive['lower_bound']:.4f})"
+            if naive.get("finished")
+            else ("did not finish" if naive else "-")
+        )
+        offline = row["offline"]
+        print(
+            f"| {row['items']:,} | {row['groups']:,} | {row['streaming']['seconds']} s"
+            f" ({row['streaming']['bins']:,} bins) | {offline['seconds']} s,"
+            f" {offline['bins']:,} / {offline['lower_bound']:,} = {offline['ratio']:.4f}"
+            f" | {naive_text} |"
+        )
 
 
 if __name__ == "__main__":

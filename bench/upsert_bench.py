@@ -18,8 +18,10 @@ deduplicated (one row per key, the newest, computed before the clock starts), si
 dbt-spark's merge fails on duplicate keys; it has no ordering and no deletes.
 
 Usage:
-  .venv/bin/python bench/upsert_bench.py [--table-rows 10000000] [--batch-rows 1000000]
+  .venv/bin/python bench/upsert_bench.py [--sizes 1000000,10000000] [--batch-rows N]
       [--json bench/out/upsert.json]
+`--sizes` are stored rows, one measurement each (fresh data every time); the batch
+is a tenth of the stored rows unless `--batch-rows` is given.
 """
 
 from __future__ import annotations
@@ -120,20 +122,10 @@ def run_model(model: str, table: str, full_refresh: bool = False) -> float:
     return round(result.result[0].execution_time, 1)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--table-rows", type=int, default=10_000_000)
-    parser.add_argument("--batch-rows", type=int, default=1_000_000)
-    parser.add_argument("--json", type=Path, default=OUT / "upsert.json")
-    args = parser.parse_args()
-
-    PROJECT.write(MODELS)
-    PROJECT.dbt("deps")
-    spark = sessions.get_session(
-        sessions.SessionSettings(warehouse=WAREHOUSE, log_dir=OUT / "logs")
-    )
+def measure(spark, table_rows: int, batch_rows: int) -> dict:
+    """One size: fresh data, then two rounds of merge and upsert on freshly loaded tables."""
     started = time.monotonic()
-    counts = generate(spark, args.table_rows, args.batch_rows)
+    counts = generate(spark, table_rows, batch_rows)
     print(f"data: {json.dumps(counts)} ({time.monotonic() - started:.0f} s)", flush=True)
     # two rounds, the second in the other order, each on freshly loaded tables
     times = {"merged": [], "upserted": []}
@@ -149,32 +141,54 @@ def main() -> None:
     upsert_s = round(sum(times["upserted"]) / 2, 1)
 
     stored = {model: spark.table(f"{SCHEMA}.{model}").count() for model in ("merged", "upserted")}
-    expected_upserted = args.table_rows + counts["inserts"] - counts["deletes"]
+    expected_upserted = table_rows + counts["inserts"] - counts["deletes"]
     assert stored["upserted"] == expected_upserted, (stored, expected_upserted)
     older = spark.sql(
         f"select count(*) from {SCHEMA}.upserted where name like 'changed_%' and ts = 50"
     ).first()[0]
     assert older == 0, "an older update overwrote a stored row"
-    row = {
+    return {
         **counts,
         "merge_s": merge_s,
         "upsert_s": upsert_s,
         "rounds": times,
         "ratio": round(upsert_s / merge_s, 2),
         "rows_after": stored,
-        "machine": {"python": platform.python_version(), "cores": 2, "master": "local[2]"},
     }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--sizes", default="10000000", help="stored rows (--table-rows), comma-separated"
+    )
+    parser.add_argument("--table-rows", type=int, help="one size: the same as --sizes N")
+    parser.add_argument(
+        "--batch-rows", type=int, help="rows of the batch (default: a tenth of the stored rows)"
+    )
+    parser.add_argument("--json", type=Path, default=OUT / "upsert.json")
+    args = parser.parse_args()
+    sizes = [args.table_rows] if args.table_rows else [int(s) for s in args.sizes.split(",")]
+
+    PROJECT.write(MODELS)
+    PROJECT.dbt("deps")
+    spark = sessions.get_session(
+        sessions.SessionSettings(warehouse=WAREHOUSE, log_dir=OUT / "logs")
+    )
+    results = [measure(spark, size, args.batch_rows or size // 10) for size in sizes]
+    machine = {"python": platform.python_version(), "cores": 2, "master": "local[2]"}
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(row, indent=2))
+    args.json.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
     print()
     print(
         "| table rows | batch rows | dbt-spark merge (dedup'd batch) | upsert (raw batch) | ratio |"
     )
     print("| ---: | ---: | ---: | ---: | ---: |")
-    print(
-        f"| {args.table_rows:,} | {args.batch_rows:,} | {merge_s} s | {upsert_s} s"
-        f" | {row['ratio']} |"
-    )
+    for row in results:
+        print(
+            f"| {row['table_rows']:,} | {row['batch_rows']:,} | {row['merge_s']} s"
+            f" | {row['upsert_s']} s | {row['ratio']} |"
+        )
 
 
 if __name__ == "__main__":

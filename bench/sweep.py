@@ -1,0 +1,312 @@
+"""Scaling curves: every benchmark of the project at several sizes, with its baseline.
+
+Runs the four benchmark scripts one after the other, each in a process of its own
+(each starts its own local[2] SparkSession), at three sizes each by default:
+
+  closure       connected_components on a random graph (average degree 2), the
+                default method and the distributed one forced, against naive
+                min-label propagation;
+  entity_merge  the whole `dbt run` of an entity merge over three datasets, against
+                a hand-written Spark job (pairwise edges + min-label propagation);
+  upsert        incremental_strategy='upsert' with a raw batch of a tenth of the
+                stored rows, against dbt-spark's merge with the batch deduplicated;
+  bin_packing   streaming bin_pack and offline plan_offline over items in 1,000
+                groups, against a driver-side first fit.
+
+Baselines are capped in time (--baseline-cap); a capped run is recorded as "did not
+finish" and drawn at the cap. The figures go to bench/results.json (the raw rows of
+each script too) and one log-log plot per benchmark to bench/plots/<name>.png, with
+the fitted slope of each curve (time ~ size^slope) in its legend.
+
+Usage:
+  .venv/bin/python bench/sweep.py [--large] [--only closure,upsert] [--baseline-cap 120]
+      [--scale 0.01]
+  .venv/bin/python bench/sweep.py --plot-only      # redraw from bench/results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+RESULTS = BENCH / "results.json"
+PLOTS = BENCH / "plots"
+OUT = BENCH / "out"
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark script, its sizes and how its rows become curves."""
+
+    script: str
+    size_key: str  # the field of the script's rows that holds the size
+    title: str
+    x_label: str
+    sizes: tuple[int, ...]
+    large: tuple[int, ...]
+    args: tuple[str, ...] = field(default_factory=tuple)
+    capped: bool = True  # the baseline takes --baseline-cap
+
+
+BENCHMARKS = {
+    "closure": Benchmark(
+        "closure_bench.py",
+        "edges",
+        "Transitive closure (connected components)",
+        "edges (random graph, average degree 2)",
+        (100_000, 300_000, 1_000_000),
+        (3_000_000, 10_000_000),
+        ("--shapes", "random", "--distributed"),
+    ),
+    "entity_merge": Benchmark(
+        "entity_merge_bench.py",
+        "records",
+        "Entity merge: whole dbt run (edges, closure, golden records)",
+        "records (three datasets, chains of 25 people)",
+        (100_000, 300_000, 1_000_000),
+        (3_000_000,),
+    ),
+    "upsert": Benchmark(
+        "upsert_bench.py",
+        "table_rows",
+        "Record upserts: a batch of a tenth of the table",
+        "stored rows (batch = stored / 10)",
+        (300_000, 1_000_000, 3_000_000),
+        (10_000_000, 30_000_000),
+        capped=False,  # dbt-spark's merge is as fast as the upsert: no cap needed
+    ),
+    "bin_packing": Benchmark(
+        "bin_packing_bench.py",
+        "items",
+        "Bin packing: items in 1,000 correlation groups",
+        "items",
+        (100_000, 300_000, 1_000_000),
+        (3_000_000,),
+    ),
+}
+
+
+def point(size: int, seconds: float | None, cap: float | None = None) -> dict:
+    """A measured point; seconds None means the run hit its cap."""
+    if seconds is None:
+        return {"size": size, "seconds": cap, "finished": False}
+    return {"size": size, "seconds": seconds, "finished": True}
+
+
+def curves(name: str, rows: list[dict], cap: float) -> dict[str, dict]:
+    """The script's rows as {series: {"baseline": bool, "points": [...]}}."""
+    series: dict[str, dict] = {}
+
+    def add(label: str, baseline: bool, p: dict) -> None:
+        series.setdefault(label, {"baseline": baseline, "points": []})["points"].append(p)
+
+    for row in rows:
+        if name == "closure":
+            method = row["method"]
+            if method == "naive":
+                finished = row.get("finished", True)
+                seconds = row["seconds"] if finished else None
+                add("naive min-label propagation", True, point(row["edges"], seconds, cap))
+            elif method.startswith("distributed"):
+                add("dbt_merge, distributed (forced)", False, point(row["edges"], row["seconds"]))
+            else:  # the default picks the driver or the distributed method by size
+                chosen = {"method": method.split(":")[-1]}
+                add("dbt_merge, default", False, point(row["edges"], row["seconds"]) | chosen)
+        elif name == "entity_merge":
+            size = row["records"]
+            add("dbt_merge: dbt run", False, point(size, row["dbt_merge"]["total_s"]))
+            if "naive" in row:
+                add("hand-written Spark job", True, point(size, row["naive"]["total_s"], cap))
+        elif name == "upsert":
+            size = row["table_rows"]
+            add("upsert, raw batch", False, point(size, row["upsert_s"]))
+            add("dbt-spark merge, deduplicated batch", True, point(size, row["merge_s"]))
+        elif name == "bin_packing":
+            size = row["items"]
+            add("bin_pack (streaming)", False, point(size, row["streaming"]["seconds"]))
+            add(
+                "plan_offline (first fit decreasing)", False, point(size, row["offline"]["seconds"])
+            )
+            if "naive" in row:
+                add("driver first fit", True, point(size, row["naive"]["seconds"], cap))
+    for data in series.values():
+        data["points"].sort(key=lambda p: p["size"])
+        data["slope"] = slope(data["points"])
+    return series
+
+
+def slope(points: list[dict]) -> float | None:
+    """Least-squares slope of log(seconds) on log(size) over the finished points."""
+    done = [(math.log(p["size"]), math.log(p["seconds"])) for p in points if p["finished"]]
+    if len(done) < 2:
+        return None
+    mx = sum(x for x, _ in done) / len(done)
+    my = sum(y for _, y in done) / len(done)
+    var = sum((x - mx) ** 2 for x, _ in done)
+    if var == 0:
+        return None
+    return round(sum((x - mx) * (y - my) for x, y in done) / var, 2)
+
+
+def machine() -> dict:
+    import pyspark
+
+    memory = None
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = f"{int(line.split()[1]) / 1024**2:.0f} GiB"
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    return {
+        "cores": os.cpu_count(),
+        "memory": memory,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "spark": pyspark.__version__,
+        "java": java.splitlines()[0] if java else None,
+        "master": "local[2]",
+    }
+
+
+def run(name: str, bench: Benchmark, sizes: list[int], cap: float) -> dict:
+    """Run one benchmark script over the sizes; its raw rows and curves.
+
+    The script first runs a warm-up size (a tenth of the smallest), left out of the
+    curves: otherwise the smallest size would also pay the JVM's and Python workers'
+    first-use costs, and the slopes would come out too flat.
+    """
+    out = OUT / f"sweep_{name}.json"
+    out.unlink(missing_ok=True)
+    warmup = sizes[0] // 10
+    runs = [warmup, *sizes] if warmup >= 1_000 else sizes
+    command = [
+        sys.executable,
+        str(BENCH / bench.script),
+        "--sizes",
+        ",".join(str(s) for s in runs),
+        *(("--baseline-cap", str(cap)) if bench.capped else ()),
+        *bench.args,
+        "--json",
+        str(out),
+    ]
+    print(f"\n## {name}: {' '.join(command[1:])}", flush=True)
+    started = time.monotonic()
+    subprocess.run(command, check=True, cwd=BENCH.parent)
+    rows = [r for r in json.loads(out.read_text())["results"] if r[bench.size_key] in sizes]
+    return {
+        "title": bench.title,
+        "x_label": bench.x_label,
+        "sizes": sizes,
+        "warmup_size": warmup if runs[0] == warmup else None,
+        "baseline_cap_s": cap,
+        "wall_s": round(time.monotonic() - started, 1),
+        "series": curves(name, rows, cap),
+        "rows": rows,
+    }
+
+
+def plot(name: str, result: dict) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=110)
+    for label, data in result["series"].items():
+        points = data["points"]
+        xs = [p["size"] for p in points]
+        ys = [p["seconds"] for p in points]
+        fitted = f", slope {data['slope']}" if data["slope"] is not None else ""
+        style = "--" if data["baseline"] else "-"
+        marker = "s" if data["baseline"] else "o"
+        (line,) = ax.plot(xs, ys, style, marker=marker, label=f"{label}{fitted}")
+        capped = [p for p in points if not p["finished"]]
+        if capped:
+            ax.plot(
+                [p["size"] for p in capped],
+                [p["seconds"] for p in capped],
+                "^",
+                markersize=11,
+                color=line.get_color(),
+                label=f"{label}: did not finish (cap {result['baseline_cap_s']:.0f} s)",
+            )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(result["x_label"])
+    ax.set_ylabel("seconds (log)")
+    ax.set_title(result["title"], fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    PLOTS.mkdir(parents=True, exist_ok=True)
+    path = PLOTS / f"{name}.png"
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def table(results: dict) -> str:
+    """A markdown table: per benchmark and size, the seconds of each series."""
+    lines = ["| benchmark | size | " + " | ".join(["series", "seconds"]) + " |"]
+    lines.append("| --- | ---: | --- | ---: |")
+    for name, result in results["benchmarks"].items():
+        for label, data in result["series"].items():
+            for p in data["points"]:
+                shown = f"{p['seconds']}" if p["finished"] else f"> {p['seconds']:.0f} (cap)"
+                lines.append(f"| {name} | {p['size']:,} | {label} | {shown} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--large", action="store_true", help="also the larger sizes")
+    parser.add_argument("--only", help=f"a comma-separated subset of {','.join(BENCHMARKS)}")
+    parser.add_argument("--baseline-cap", type=float, default=120.0)
+    parser.add_argument(
+        "--scale", type=float, default=1.0, help="multiply every size (0.01 for a smoke run)"
+    )
+    parser.add_argument("--plot-only", action="store_true")
+    args = parser.parse_args()
+
+    names = args.only.split(",") if args.only else list(BENCHMARKS)
+    unknown = sorted(set(names) - set(BENCHMARKS))
+    if unknown:
+        parser.error(f"--only: unknown benchmark {unknown}; choose from {list(BENCHMARKS)}")
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"benchmarks": {}}
+    if not args.plot_only:
+        started = time.monotonic()
+        OUT.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            bench = BENCHMARKS[name]
+            sizes = [*bench.sizes, *(bench.large if args.large else ())]
+            sizes = [max(1_000, round(size * args.scale)) for size in sizes]
+            results["benchmarks"][name] = run(name, bench, sizes, args.baseline_cap)
+            # written after every benchmark, so a later failure keeps the earlier curves
+            results.update(
+                generated=datetime.now(UTC).isoformat(timespec="seconds"),
+                command=" ".join(["bench/sweep.py", *sys.argv[1:]]),
+                machine=machine(),
+            )
+            RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+        print(f"\n# sweep took {time.monotonic() - started:.0f} s", flush=True)
+    for name, result in results["benchmarks"].items():
+        print(f"plot: {plot(name, result).relative_to(BENCH.parent)}")
+    print()
+    print(table(results))
+    print(f"\n# results: {RESULTS.relative_to(BENCH.parent)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
