@@ -28,6 +28,7 @@
     {% if merges is none or merges is undefined %}
         {{ return([]) }}
     {% endif %}
+    {% do dbt_merge._auto_merge_check_iceberg(plan_relation, merges.rows) %}
     {% set mode = 'execute' if execute else 'dry run' %}
     {% set outcomes = [] %}
     {% if merges.rows | length == 0 %}
@@ -69,6 +70,47 @@
         {% do exceptions.raise_compiler_error(msg) %}
     {% endif %}
     {{ return(plan) }}
+{% endmacro %}
+
+
+{#-- A plan is carried out with Iceberg's metadata tables (<table>.data_files) and its
+     rewrite_data_files procedure: a planned table of any other format (a Delta table on
+     dbt-databricks) fails here, before any merge runs, rather than with the errors of
+     those statements. Its format is the file_format config of the dbt model or seed
+     that builds it, else the provider its DESCRIBE TABLE EXTENDED reports. --#}
+{% macro _auto_merge_check_iceberg(plan_relation, merges) %}
+    {% set tables = [] %}
+    {% for merge in merges %}
+        {% set table = merge['catalog_name'] ~ '.' ~ merge['table_name'] %}
+        {% if table not in tables %}{% do tables.append(table) %}{% endif %}
+    {% endfor %}
+    {% set problems = [] %}
+    {% for table in tables %}
+        {% set parts = table.lower().split('.') %}
+        {% set found = [] %}
+        {% for node in graph.nodes.values()
+            if node.resource_type in ['model', 'seed', 'snapshot']
+            and (node.alias or node.name) | lower == parts[-1]
+            and node.schema | lower == parts[-2]
+            and node.config.get('file_format') %}
+            {% do found.append([node.config.get('file_format') | string, 'the config of ' ~ node.resource_type ~ ' ' ~ node.name]) %}
+        {% endfor %}
+        {% if not found %}
+            {% for row in run_query('describe table extended ' ~ table).rows
+                if (row[0] | string).strip().lower() == 'provider' %}
+                {% do found.append([row[1] | string, 'the provider of the table']) %}
+            {% endfor %}
+        {% endif %}
+        {% if found and found[0][0].strip().lower() != 'iceberg' %}
+            {% do problems.append('table ' ~ table ~ ' has file_format ' ~ found[0][0] ~ ' (' ~ found[0][1] ~ ')') %}
+        {% endif %}
+    {% endfor %}
+    {% if problems %}
+        {% set msg -%}
+            dbt_merge.execute_auto_merge of plan {{ plan_relation }}, setting 'file_format': {{ problems | join('; ') }}. Auto-merge plans need Iceberg metadata tables (<table>.data_files) and Iceberg's rewrite_data_files procedure, so only Iceberg tables can be merged; on Delta, compact with OPTIMIZE or liquid clustering instead. Nothing was changed
+        {%- endset %}
+        {% do exceptions.raise_compiler_error(msg) %}
+    {% endif %}
 {% endmacro %}
 
 

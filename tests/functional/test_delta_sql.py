@@ -1,0 +1,551 @@
+"""Every SQL statement of the dbt_merge package, rendered for file_format delta, parses in
+sqlglot's Databricks dialect.
+
+Delta tables cannot be written here (no Delta jar, no workspace), so this is the check
+that what dbt-databricks would run is Databricks SQL. A project that installs the
+package builds its datasets on the local adapter (Iceberg), then one `dbt compile` with
+file_format delta renders every macro that returns SQL (entity merge, provenance,
+generic tests, the Databricks upsert path, the format-independent auto-merge SQL) in
+models and data tests; each statement is parsed strictly (ErrorLevel.RAISE) with a few
+structural checks. The queries the macros run while rendering (their checks and
+introspection) are recorded from dbt's SQLQuery events and parsed the same way.
+
+Coverage is read from the manifest, not kept by hand: every macro of the package must
+be rendered here (RENDERED: the compiled node it shows in, and the node must reach it
+through the manifest's macro calls), run here (EXECUTED), rendered by
+test_upsert_delta_sql.py (PARSED_IN_UPSERT_FILE), or listed with a reason in NOT_SQL
+(no statement of its own) or NOT_ON_DATABRICKS (refused, or never reached, for Delta
+on dbt-databricks). A default__ implementation goes with its dispatching macro.
+
+Auto-merge is Iceberg only (<table>.data_files, CALL rewrite_data_files): a plan whose
+table is Delta fails before anything runs (test_execute_auto_merge_refuses_delta).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import sqlglot
+from dbt.tests.util import run_dbt
+from sqlglot import exp
+
+from tests.functional import test_upsert_delta_sql
+from tests.functional.entity_merge_fixtures import InstallsDbtMerge, merge_vars
+
+DELTA_VARS = json.dumps({"file_format": "delta"})
+
+# -- the datasets and the models that render the macros -----------------------------------
+
+DATASETS = {
+    "crm.sql": """
+        {{ config(materialized='view') }}
+        select * from values
+            ('c1', 'Ann@x.org', '+47 12 34 56 78', array('VIP'), false, 1),
+            ('c2', 'bob@y.org', '12345679', array('new'), true, 2)
+            as t(_id, email, phone, tags, is_deleted, score)
+    """,
+    "billing.sql": """
+        {{ config(materialized='view') }}
+        select * from values
+            ('b1', 'ann@x.org', '99 12 34 56 78', array('vip'), array('b1', 'b0'), 3.5D)
+            as t(_id, email, phone, tags, `$ids`, amount)
+    """,
+    "bins.sql": """
+        {{ config(materialized='view') }}
+        select 'bin-1' as bin_id, 'merged' as status, array('m1', 'm2') as members,
+            'full' as merge_reason, timestamp'2024-01-01 00:00:00' as merged_at
+    """,
+    "order_batch.sql": """
+        {{ config(materialized='view') }}
+        select * from values
+            (1, 'eu', 5, 'a', 'p1', false, 1), (1, 'eu', 6, 'b', null, false, 2),
+            (2, 'us', 1, 'c', 'p2', true, 3)
+            as t(id, region, ts, name, price, is_deleted, ingested_at)
+    """,
+    "orders_target.sql": """
+        {{ config(materialized='table') }}
+        select * from {{ ref('order_batch') }} where false
+    """,
+    # a hand-written auto-merge plan over a Delta model and a parquet table
+    "delta_plan.sql": """
+        select * from values
+            {%- for table in ['delta_events', 'loose_events'] %}
+            ({{ loop.index0 }}, 'merge', 'spark_catalog', '{{ this.schema }}.{{ table }}',
+             '2024-01-01', '2024-01-02', "day >= '2024-01-01'", "partition.day = 1",
+             100000, 2000, array('{{ table }}/f0.parquet', '{{ table }}/f1.parquet'))
+            {{- ',' if not loop.last }}
+            {%- endfor %}
+            as t(merge_index, action, catalog_name, table_name, merge_min_key,
+                 merge_max_key, merge_where, merge_files_where, target_file_size_bytes,
+                 size_bytes, file_paths)
+    """,
+    "delta_events.sql": """
+        {{ config(file_format='delta') }}
+        select 1 as id, date'2024-01-01' as day
+    """,
+}
+# the entity merge "people" (MERGES); components as a plain SQL view (instead of
+# the Python closure, dbt_merge.entity_merge.entity_components): only their columns count
+PIPELINE = {
+    "people_edges.sql": "{{ dbt_merge.equality_edges('people') }}",
+    "people_components.sql": (
+        "select distinct src as node, src as component from {{ ref('people_edges') }}"
+    ),
+    "people.sql": """
+        {{ config(materialized='incremental', incremental_strategy='merge', unique_key='_id') }}
+        {{ dbt_merge.merge_entities('people', ref('people_components')) }}
+    """,
+}
+# what `dbt run` builds before the compile: views, and orders_target as an Iceberg table
+BUILT = [
+    "crm",
+    "billing",
+    "bins",
+    "order_batch",
+    "orders_target",
+    "delta_plan",
+    "people_edges",
+    "people_components",
+]
+# tables created directly, as a previous run would have left them: the incremental
+# models compile their incremental SQL, and loose_events is outside the dbt project
+TABLES_OF_EARLIER_RUNS = {
+    "people": "(`_id` string, `$ids` array<string>, `$deleted` boolean, `_updated` bigint,"
+    " `$replaced` boolean, entity string, email array<string>) using iceberg",
+    "people_provenance": "(child_id string, child_updated bigint) using iceberg",
+    "bins_provenance": "(child_id string) using iceberg",
+    "loose_events": "(id int) using parquet",
+}
+
+UPSERT_CONFIG = (
+    "materialized='incremental', incremental_strategy='upsert', unique_key='id',"
+    " precombine_key='ts', delete_column='is_deleted'"
+)
+ENTITY_PROVENANCE = """
+{{ config(materialized='incremental', incremental_strategy='append') }}
+{{ dbt_merge.entity_provenance('people', ref('people')) }}
+"""
+BIN_PROVENANCE = """
+{{ config(materialized='incremental', incremental_strategy='append') }}
+{{ dbt_merge.bin_provenance(ref('bins')) }}
+"""
+MERGED = "{{{{ dbt_merge.merge_entities('{merge}', ref('people_components')) }}}}"
+RENDERING = {
+    # built: incremental runs (is_incremental() is true when compiled)
+    "people_provenance.sql": ENTITY_PROVENANCE,
+    "bins_provenance.sql": BIN_PROVENANCE,
+    # never built: first runs
+    "people_provenance_first.sql": ENTITY_PROVENANCE,
+    "bins_provenance_first.sql": BIN_PROVENANCE,
+    "people_first.sql": """
+        {{ config(materialized='incremental', incremental_strategy='merge', unique_key='_id') }}
+        {{ dbt_merge.merge_entities('people', ref('people_components')) }}
+    """,
+    "people_listed.sql": MERGED.format(merge="people_listed"),
+    "people_plain.sql": MERGED.format(merge="people_plain"),
+    # the dbt-databricks upsert path: a first run, then the strategy's MERGE
+    "orders_first.sql": f"""
+        {{{{ config({UPSERT_CONFIG}) }}}}
+        {{% call dbt_merge.precombined() %}}
+            select * from {{{{ ref('order_batch') }}}}
+        {{% endcall %}}
+    """,
+    "orders_merge.sql": f"""
+        {{{{ config({UPSERT_CONFIG}) }}}}
+        {{%- set arg_dict = {{
+            'target_relation': ref('orders_target'),
+            'temp_relation': ref('order_batch'),
+            'incremental_predicates': ['DBT_INTERNAL_DEST.ts > 0'],
+        }} -%}}
+        {{% if execute %}}{{{{ dbt_merge.get_incremental_upsert_sql(arg_dict) }}}}{{% endif %}}
+    """,
+    # auto-merge: what does not depend on the table format
+    "auto_merge_sql.sql": """
+        {{ config(materialized='view') }}
+        {%- set plan = ref('delta_plan') -%}
+        {%- if execute -%}
+        {%- set events = dbt_merge.auto_merge_provenance(plan) -%}
+        {{ dbt_merge._auto_merge_merges_sql(plan) }};
+        {{ dbt_merge.get_create_auto_merge_provenance_sql(events) }};
+        {{ dbt_merge._auto_merge_event_sql(
+            events, plan, 'spark_catalog.sales.events',
+            {'merge_index': 0, 'merge_min_key': '2024-01-01', 'merge_max_key': "it's late"},
+            ['s3://b/f0.parquet', 's3://b/f1.parquet'], ['s3://b/f2.parquet'],
+            {'rewritten_bytes_count': 1234}, '5678') }}
+        {%- endif %}
+    """,
+}
+MERGE_TESTS = """
+version: 2
+models:
+  - name: people
+    data_tests:
+      - dbt_merge.identity_is_deterministic:
+          arguments: {merge: people, components: "{{ ref('people_components') }}"}
+      - dbt_merge.deleted_entities_not_merged:
+          arguments: {merge: people, components: "{{ ref('people_components') }}"}
+  - name: people_listed
+    data_tests:
+      - dbt_merge.identity_is_deterministic:
+          arguments: {merge: people_listed, components: "{{ ref('people_components') }}"}
+      - dbt_merge.deleted_entities_not_merged:
+          arguments: {merge: people_listed, components: "{{ ref('people_components') }}"}
+"""
+PEOPLE = {
+    "datasets": ["crm c", "billing b"],
+    "equality_sets": [
+        [["lower", "c.email"], ["lower", "b.email"]],
+        [["lower", "c.tags"], "b.tags"],  # arrays: one edge per element
+    ],
+    # an expression operand: its type comes from DESCRIBE QUERY
+    "equality": [
+        [
+            "eq",
+            "right(regexp_replace(c.phone, '[^0-9]', ''), 8)",
+            "right(regexp_replace(b.phone, '[^0-9]', ''), 8)",
+        ]
+    ],
+    "identity": "composite",
+    "strategy": "compact",
+    "deleted_column": "is_deleted",
+}
+MERGES = {
+    "people": PEOPLE,
+    "people_listed": {**PEOPLE, "identity": "first", "strategy": "list"},
+    "people_plain": {**PEOPLE, "strategy": "default"},
+}
+
+# -- coverage ------------------------------------------------------------------------------
+
+# macro -> the compiled node (model name, or <generic test>:<merge>) whose SQL renders it
+RENDERED = {
+    "equality_edges": "people_edges",
+    "merge_entities": "people",
+    "_merge_entities_sql": "people_first",
+    "entity_provenance": "people_provenance",
+    "bin_provenance": "bins_provenance",
+    "test_identity_is_deterministic": "identity_is_deterministic:people",
+    "test_deleted_entities_not_merged": "deleted_entities_not_merged:people",
+    "precombined": "orders_first",
+    "_upsert_first_batch_sql": "orders_first",
+    "get_incremental_upsert_sql": "orders_merge",
+    "_auto_merge_merges_sql": "auto_merge_sql",
+    "get_create_auto_merge_provenance_sql": "auto_merge_sql",
+    "_auto_merge_event_sql": "auto_merge_sql",
+}
+# macro -> a pattern of the statement it runs itself while rendering (or, for the
+# auto-merge check, in `dbt run-operation dbt_merge.execute_auto_merge`)
+EXECUTED = {
+    "_check_entity_ids": r"having entity_id is null or count\(\*\) > 1",
+    "_check_max_merged": r"having count\(\*\) > \d+\s+order by member_count",
+    "_expression_type": r"describe query select",
+    "_check_upsert_batch": r"select count_if\(",
+    "_check_upsert_table_settings": r"show tblproperties \S+ \('dbt_merge\.upsert'\)",
+    "_store_upsert_table_settings": r"alter table \S+ set tblproperties \('dbt_merge\.upsert'",
+    "_auto_merge_check_iceberg": r"describe table extended \S+loose_events",
+}
+# rendered and parsed by test_upsert_delta_sql.py (each is called in its model)
+PARSED_IN_UPSERT_FILE = (
+    "get_upsert_merge_sql",
+    "get_upsert_precombine_sql",
+    "get_upsert_provenance_sql",
+)
+NOT_SQL = {
+    # entity merge
+    "_entity_merge_settings": "returns the known settings (a dict)",
+    "_entity_merge_error": "raises a compiler error",
+    "_entity_merge_spec": "returns the checked declaration (a dict)",
+    "_entity_merge_parse_spec": "parse-time stand-in of _entity_merge_spec (a dict)",
+    "_entity_merge_operand": "returns an operand (a dict); its SQL is parsed in people_edges",
+    "_array_element_type": "returns a type name",
+    "_normalized_type": "returns a type name",
+    "_inspect_expression": "returns the columns an operand expression uses (a dict)",
+    "default___inspect_expression": "the implementation dbt-databricks uses: a pattern "
+    "match, returns a dict",
+    "spark_session___inspect_expression": "the spark_session implementation: Python "
+    "(sqlglot), returns a dict",
+    "_entity_id_sql": "an expression, parsed inside equality_edges and merge_entities",
+    "_entity_node_sql": "an expression, parsed inside equality_edges and merge_entities",
+    "_entity_ids_sql": "an expression, parsed inside merge_entities",
+    "_entity_is_deleted_sql": "an expression, parsed inside merge_entities",
+    "_entity_is_live_sql": "an expression, parsed inside equality_edges",
+    "_json_scalar_sql": "an expression, parsed inside merge_entities (strategy compact)",
+    "_member_json_sql": "an expression, parsed inside merge_entities (strategy list)",
+    "_sql_string": "a string literal, parsed inside the statements that use it",
+    # upsert
+    "upsert_config": "returns the resolved settings (a dict)",
+    "upsert_provenance": "returns the events table (a relation)",
+    "_upsert_provenance_relation": "returns the events table (a relation)",
+    "_upsert_settings": "returns the known settings (a dict)",
+    "_upsert_error": "raises a compiler error",
+    "_upsert_names": "returns a list of column names",
+    "_upsert_table_settings": "returns JSON text (stored by _store_upsert_table_settings)",
+    "_upsert_update_columns": "returns the column names a MERGE updates",
+    "_upsert_order_sql": "an expression, parsed inside the precombine of orders_merge",
+    # auto-merge
+    "auto_merge_provenance": "returns the events table (a relation)",
+    "_auto_merge_plan_relation": "returns the plan (a relation)",
+    "_auto_merge_sql_text": "a string literal inside the CALL of _auto_merge_call_sql",
+}
+SPARK_SESSION_PROVENANCE = (
+    "the spark_session upsert materialization's provenance=true only: "
+    "get_incremental_upsert_sql, the dbt-databricks path, refuses provenance "
+    "(test_upsert.py::TestUpsertAsCustomStrategy::test_provenance_needs_the_materialization)"
+)
+ICEBERG_ONLY = "Iceberg only; runs after _auto_merge_check_iceberg has passed every table"
+NOT_ON_DATABRICKS = {
+    "execute_auto_merge": "Iceberg only: a Delta table fails before anything runs "
+    "(test_execute_auto_merge_refuses_delta)",
+    "_execute_auto_merge_run": ICEBERG_ONLY,
+    "_auto_merge_selected_files": f"reads <table>.data_files; {ICEBERG_ONLY}",
+    "_auto_merge_call_sql": f"CALL <catalog>.system.rewrite_data_files; {ICEBERG_ONLY}",
+    "_create_upsert_provenance_table": SPARK_SESSION_PROVENANCE,
+    "_upsert_table_version": SPARK_SESSION_PROVENANCE,
+    "_upsert_version_exists": SPARK_SESSION_PROVENANCE,
+    "_upsert_recorded_version": SPARK_SESSION_PROVENANCE,
+    "_upsert_provenance_before": SPARK_SESSION_PROVENANCE,
+    "_upsert_provenance_after": SPARK_SESSION_PROVENANCE,
+    "_set_upsert_recorded_version": SPARK_SESSION_PROVENANCE,
+}
+
+# -- expected shape of each rendered node ----------------------------------------------------
+
+# node -> (statement types, SQL text each must contain)
+SHAPES = {
+    "people_edges": ([exp.Query], ["explode(", "concat('0|'"]),
+    "people": ([exp.Query], ["left anti join", "`$replaced`", "(select coalesce(max(`_updated`)"]),
+    "people_first": ([exp.Query], ["array_distinct(flatten(", "- 1 as `_updated`"]),
+    "people_listed": ([exp.Query], ["assert_true(", "as `$merged`"]),
+    "people_plain": ([exp.Query], ["having_0[0].j_0"]),
+    "people_provenance": ([exp.Query], ["left anti join", "'REPLACED'"]),
+    "people_provenance_first": ([exp.Query], ["'REPLACED'"]),
+    "bins_provenance": ([exp.Query], ["left anti join", "'JOIN' as event_type"]),
+    "bins_provenance_first": ([exp.Query], ["'JOIN' as event_type"]),
+    "orders_first": ([exp.Query], ["row_number() over", "not coalesce(`is_deleted`, false)"]),
+    "orders_merge": ([exp.Merge], ["DBT_INTERNAL_DEST.ts > 0", "then delete"]),
+    "auto_merge_sql": ([exp.Query, exp.Create, exp.Insert], ["using iceberg", "'JOIN'"]),
+    "identity_is_deterministic:people": ([exp.Query], ["distribute by rand()"]),
+    "identity_is_deterministic:people_listed": ([exp.Query], ["members[0].member_id"]),
+    "deleted_entities_not_merged:people": ([exp.Query], ["merged by the closure"]),
+    "deleted_entities_not_merged:people_listed": ([exp.Query], ["as expected_id"]),
+}
+# the tables each node's statements must read or write
+TABLES = {
+    "people_edges": {"crm", "billing"},
+    "people": {"crm", "billing", "people_components", "people"},
+    "people_first": {"crm", "billing", "people_components"},
+    "people_listed": {"crm", "billing", "people_components"},
+    "people_plain": {"crm", "billing", "people_components"},
+    "people_provenance": {"people", "people_provenance"},
+    "people_provenance_first": {"people"},
+    "bins_provenance": {"bins", "bins_provenance"},
+    "bins_provenance_first": {"bins"},
+    "orders_first": {"order_batch"},
+    "orders_merge": {"orders_target", "order_batch"},
+    "auto_merge_sql": {"delta_plan", "auto_merge_provenance"},
+    "identity_is_deterministic:people": {"crm", "billing", "people_components", "people"},
+    "identity_is_deterministic:people_listed": {"crm", "people_listed"},
+    "deleted_entities_not_merged:people": {"crm", "people_components", "people"},
+    "deleted_entities_not_merged:people_listed": {"crm", "people_listed"},
+}
+DISPATCHED = "default__"  # the implementation dispatch picks on dbt-databricks too
+
+
+def parse(sql: str) -> exp.Expression:
+    """One statement, parsed strictly as Databricks SQL."""
+    return sqlglot.parse_one(sql, read="databricks", error_level=sqlglot.ErrorLevel.RAISE)
+
+
+def parse_all(sql: str) -> list[exp.Expression]:
+    """Every statement of a text (split by sqlglot: a `;` in a comment is no split)."""
+    parsed = sqlglot.parse(sql, read="databricks", error_level=sqlglot.ErrorLevel.RAISE)
+    return [statement for statement in parsed if statement is not None]
+
+
+def flat(sql: str) -> str:
+    return " ".join(sql.split())
+
+
+class Recorder:
+    """dbt event callback: the SQL dbt runs and the text of every message."""
+
+    def __init__(self):
+        self.queries: list[str] = []
+        self.messages: list[str] = []
+
+    def __call__(self, event):
+        if event.info.name == "SQLQuery":
+            self.queries.append(event.data.sql)
+        self.messages.append(event.info.msg)
+
+
+def node_key(node) -> str:
+    if node.resource_type == "test":
+        return f"{node.test_metadata.name}:{node.test_metadata.kwargs['merge']}"
+    return node.name
+
+
+def package_macros(manifest: dict) -> dict[str, dict]:
+    return {m["name"]: m for m in manifest["macros"].values() if m["package_name"] == "dbt_merge"}
+
+
+def reachable(manifest: dict, unique_id: str) -> set[str]:
+    """dbt_merge macros a node calls, directly or through other macros and dispatch."""
+    node = manifest["nodes"][unique_id]
+    names = {m.split(".")[-1] for m in node["depends_on"]["macros"] if ".dbt_merge." in m}
+    names |= set(re.findall(r"\bdbt_merge\.(\w+)\s*\(", node["raw_code"]))
+    macros = package_macros(manifest)
+    seen: set[str] = set()
+    while names:
+        name = names.pop()
+        if name in seen or name not in macros:
+            continue
+        seen.add(name)
+        names |= {m.split(".")[-1] for m in macros[name]["depends_on"]["macros"]}
+        names.add(DISPATCHED + name)
+    return seen
+
+
+def check_executed(queries: list[str], name: str) -> None:
+    """The statements of EXECUTED[name] among queries: at least one, each parsed."""
+    found = [q for q in queries if re.search(EXECUTED[name], flat(q), re.IGNORECASE)]
+    assert found, f"{name} ran no statement matching {EXECUTED[name]!r}"
+    for query in found:
+        if name == "_expression_type":
+            # sqlglot (30.x, also read="spark") has no DESCRIBE QUERY, which Databricks
+            # and Spark have: parse the query it describes
+            query = re.sub(r"(?is)^\s*(/\*.*?\*/)?\s*describe\s+query\s+", "", query)
+            assert isinstance(parse(query), exp.Select)
+        elif name == "_check_upsert_table_settings":
+            # sqlglot does not model SHOW TBLPROPERTIES (Databricks SQL): it parses it
+            # as an opaque Command, so only its keyword is checked
+            parsed = parse(query)
+            assert isinstance(parsed, exp.Command) and parsed.this.upper() == "SHOW"
+        elif name == "_auto_merge_check_iceberg":
+            assert isinstance(parse(query), exp.Describe)
+        elif name == "_store_upsert_table_settings":
+            assert isinstance(parse(query), exp.Alter)
+        else:
+            assert isinstance(parse(query), exp.Query)
+
+
+class TestDeltaSql(InstallsDbtMerge):
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {**DATASETS, **PIPELINE, **RENDERING, "merge_tests.yml": MERGE_TESTS}
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        # Iceberg while the datasets are built, delta (--vars) when the macros render
+        return {
+            **merge_vars(**MERGES),
+            "models": {"+file_format": "{{ var('file_format', 'iceberg') }}"},
+        }
+
+    @pytest.fixture(scope="class")
+    def built(self, project, spark):
+        run_dbt(["deps"])
+        run_dbt(["run", "--select", *BUILT])
+        for name, definition in TABLES_OF_EARLIER_RUNS.items():
+            spark.sql(f"create table {project.test_schema}.{name} {definition}")
+        return project
+
+    @pytest.fixture(scope="class")
+    def compiled(self, built):
+        recorder = Recorder()
+        results = run_dbt(["compile", "--vars", DELTA_VARS], callbacks=[recorder])
+        manifest = json.loads((Path(built.project_root) / "target" / "manifest.json").read_text())
+        nodes = {node_key(r.node): r.node for r in results}
+        return nodes, recorder.queries, manifest
+
+    @pytest.fixture(scope="class")
+    def refused(self, built):
+        """execute_auto_merge of a plan over a Delta model and a parquet table."""
+        recorder = Recorder()
+        args = json.dumps({"plan": "delta_plan", "execute": True})
+        run_dbt(
+            ["run-operation", "dbt_merge.execute_auto_merge", "--args", args, "--vars", DELTA_VARS],
+            expect_pass=False,
+            callbacks=[recorder],
+        )
+        return recorder
+
+    def test_every_macro_is_checked_or_excused(self, compiled):
+        nodes, _, manifest = compiled
+        package = set(package_macros(manifest))
+        categories = [RENDERED, EXECUTED, PARSED_IN_UPSERT_FILE, NOT_SQL, NOT_ON_DATABRICKS]
+        listed = [name for category in categories for name in category]
+        assert len(listed) == len(set(listed)), "a macro is in one category only"
+
+        def covered(name: str) -> bool:
+            base = name.removeprefix(DISPATCHED)
+            return name in listed or (base != name and base in package and base in listed)
+
+        missing = sorted(name for name in package if not covered(name))
+        assert missing == [], (
+            f"dbt_merge macros without a Databricks SQL check: {missing}. Render and parse "
+            "them in tests/functional/test_delta_sql.py (RENDERED or EXECUTED), or say why "
+            "they produce no statement in NOT_SQL / NOT_ON_DATABRICKS"
+        )
+        assert sorted(set(listed) - package) == [], "listed macros that no longer exist"
+
+        for name, key in RENDERED.items():
+            assert name in reachable(manifest, nodes[key].unique_id), f"{key} does not call {name}"
+        for name in PARSED_IN_UPSERT_FILE:
+            assert f"dbt_merge.{name}(" in test_upsert_delta_sql.RENDER, name
+
+    @pytest.mark.parametrize("key", sorted(SHAPES))
+    def test_rendered_sql_parses_as_databricks_sql(self, compiled, key):
+        nodes, _, _ = compiled
+        node = nodes[key]
+        if node.resource_type == "model":
+            assert node.config.get("file_format") == "delta", "rendered for Delta"
+        types, texts = SHAPES[key]
+        parsed = parse_all(node.compiled_code)
+        assert len(parsed) == len(types), (key, [type(p).__name__ for p in parsed])
+        for statement, expected in zip(parsed, types, strict=True):
+            assert isinstance(statement, expected), (key, type(statement).__name__)
+        tables = {t.name for p in parsed for t in p.find_all(exp.Table)}
+        assert TABLES[key] <= tables, (key, sorted(tables))
+        text = flat(node.compiled_code)
+        for snippet in texts:
+            assert snippet in text, (key, snippet)
+
+    def test_statement_details(self, compiled):
+        nodes, _, _ = compiled
+        merge = parse(nodes["orders_merge"].compiled_code)
+        assert merge.this.name == "orders_target" and merge.this.alias == "DBT_INTERNAL_DEST"
+        whens = [w.sql(dialect="databricks") for w in merge.find_all(exp.When)]
+        assert whens[-1].startswith("WHEN NOT MATCHED") and whens[-1].endswith("INSERT *")
+        select, create, insert = parse_all(nodes["auto_merge_sql"].compiled_code)
+        assert select.find(exp.Group), "one row per merge"
+        assert create.args["exists"] and create.kind == "TABLE"
+        assert [c.name for c in create.find_all(exp.ColumnDef)][:2] == ["event_type", "table_name"]
+        assert insert.this.name == "auto_merge_provenance"
+        assert "it\\'s late" in nodes["auto_merge_sql"].compiled_code, "quoted for Spark"
+
+    @pytest.mark.parametrize("name", sorted(set(EXECUTED) - {"_auto_merge_check_iceberg"}))
+    def test_statements_run_while_rendering_parse(self, compiled, name):
+        _, queries, _ = compiled
+        check_executed(queries, name)
+
+    def test_execute_auto_merge_refuses_delta(self, refused, spark, built):
+        text = flat(" ".join(refused.messages))
+        schema = built.test_schema
+        expected = (
+            f"dbt_merge.execute_auto_merge of plan {schema}.delta_plan, setting 'file_format': "
+            f"table spark_catalog.{schema}.delta_events has file_format delta "
+            "(the config of model delta_events); "
+            f"table spark_catalog.{schema}.loose_events has file_format parquet "
+            "(the provider of the table). Auto-merge plans need Iceberg metadata tables"
+        )
+        assert expected in text, text[-2000:]
+        assert "on Delta, compact with OPTIMIZE or liquid clustering instead" in text
+        assert not [q for q in refused.queries if re.search(r"(?i)\b(call|insert)\b", q)]
+        assert not [q for q in refused.queries if ".data_files" in q], "no Iceberg metadata read"
+        tables = {r.tableName for r in spark.sql(f"show tables in {schema}").collect()}
+        assert "auto_merge_provenance" not in tables, "nothing was written"
+        check_executed(refused.queries, "_auto_merge_check_iceberg")
