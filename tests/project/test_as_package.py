@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 from dbt.cli.main import dbtRunner
 
 from tests.conftest import LOG_DIR, ROOT, WAREHOUSE
 
+DEMO_ON = """
+models:
+  dbt_merge:
+    +enabled: true
+seeds:
+  dbt_merge:
+    +enabled: true
+data_tests:
+  dbt_merge:
+    +enabled: true
+"""
 
-def test_another_project_installs_the_package_without_its_demo(spark, tmp_path):
+
+def write_project(tmp_path, extra: str = "", model: str = "orders") -> list[str]:
+    """An installing project `shop` with one model; the dbt arguments to run it."""
     (tmp_path / "models").mkdir()
     (tmp_path / "dbt_project.yml").write_text(
         textwrap.dedent(
@@ -25,6 +39,7 @@ def test_another_project_installs_the_package_without_its_demo(spark, tmp_path):
               send_anonymous_usage_stats: false
             """
         )
+        + extra
     )
     (tmp_path / "packages.yml").write_text(f"packages:\n  - local: {ROOT}\n")
     (tmp_path / "profiles.yml").write_text(
@@ -42,9 +57,12 @@ def test_another_project_installs_the_package_without_its_demo(spark, tmp_path):
             """
         )
     )
-    (tmp_path / "models" / "orders.sql").write_text("select 1 as order_id")
-    common = ["--project-dir", str(tmp_path), "--profiles-dir", str(tmp_path)]
+    (tmp_path / "models" / f"{model}.sql").write_text("select 1 as order_id")
+    return ["--project-dir", str(tmp_path), "--profiles-dir", str(tmp_path)]
 
+
+def test_another_project_installs_the_package_without_its_demo(spark, tmp_path):
+    common = write_project(tmp_path)
     deps = dbtRunner().invoke(["deps", *common])
     assert deps.success, deps.exception
     assert (tmp_path / "dbt_packages" / "dbt_merge" / "dbt_project.yml").exists()
@@ -54,3 +72,23 @@ def test_another_project_installs_the_package_without_its_demo(spark, tmp_path):
     built = sorted(r.node.unique_id for r in build.result)
     assert built == ["model.shop.orders"], "the package's demo stays off in other projects"
     assert [tuple(r) for r in spark.sql("select order_id from shop.orders").collect()] == [(1,)]
+
+
+def test_the_installing_project_turns_the_demo_on_in_its_own_dbt_project(tmp_path):
+    """A package's dbt_project.yml is rendered without any vars, so the switch is the
+    root project's own `+enabled` for the package's models, seeds and data tests."""
+    common = write_project(tmp_path, DEMO_ON, model="shop_orders")  # the demo has `orders`
+    assert dbtRunner().invoke(["deps", *common]).success
+    listed = dbtRunner().invoke(["ls", "--output", "json", *common])
+    assert listed.success, listed.exception
+    nodes = [json.loads(line) for line in listed.result]
+    demo = {(n["resource_type"], n["name"]) for n in nodes if n["package_name"] == "dbt_merge"}
+    demo_models = sorted(
+        path.stem
+        for folder in ("models", "python_models")
+        for path in (ROOT / folder).rglob("*")
+        if path.suffix in (".sql", ".py")
+    )
+    assert sorted(name for kind, name in demo if kind == "model") == demo_models
+    assert ("seed", "sesam_a") in demo and ("model", "customers") in demo
+    assert any(kind == "test" for kind, _ in demo), "the demo's data tests come along"
