@@ -10,7 +10,7 @@ DBT_ARGS := --project-dir . --profiles-dir .
 export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: run test install install-bench check-java docs bench bench-closure bench-entity-merge bench-upsert bench-bin-packing cluster-up cluster-down lint clean
+.PHONY: run test install install-bench check-java docs bench bench-closure bench-entity-merge bench-upsert bench-bin-packing cluster-up cluster-down databricks-parse lint clean
 
 ## run: install if needed, then the demo `dbt build` (seeds, models, tests) on embedded Spark
 run: install check-java
@@ -47,6 +47,10 @@ bench-bin-packing: install check-java
 ## cluster-up: a Spark standalone master and two 1-core workers on 127.0.0.1 for `dbt --target cluster`
 cluster-up: install check-java
 	DBT_MERGE_CLUSTER_PYTHON=$(BIN)/python scripts/cluster.sh up
+
+## databricks-parse: dbt parse of a project installing dbt_merge under dbt-databricks 1.11 with Delta (own venv, no workspace needed)
+databricks-parse:
+	PYTHON=$(PYTHON) scripts/databricks_parse.sh
 
 ## cluster-down: stop the cluster of `make cluster-up` (by its pid files in .cluster/)
 cluster-down:
