@@ -92,8 +92,9 @@ class TestUpsertSqlForDelta(InstallsDbtMerge):
     def test_each_setting_shapes_the_merge(self, compiled):
         text = {name: " ".join(sql.split()) for name, sql in compiled.items()}
         assert "then delete" in text["event_time"] and ">=" in text["event_time"]
-        assert "when matched and not coalesce(DBT_INTERNAL_SOURCE.`is_deleted`, false)" in (
-            text["commit_time"]
+        assert (
+            "when matched and not coalesce(DBT_INTERNAL_SOURCE.`is_deleted`, false)"
+            in (text["commit_time"])
         )
         assert "'arrival', batch.`ingested_at`" in text["arrival"]
         assert "group by `id`, `region`" in text["partial"], "a composite key"
