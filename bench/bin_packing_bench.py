@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from bench_project import OUT, WAREHOUSE  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
+from spark_metrics import ShuffleMeter  # noqa: E402
 
 from dbt.adapters.spark_session import session as sessions  # noqa: E402
 from dbt_merge.bin_packing import bin_pack, offline_report, plan_offline  # noqa: E402
@@ -50,15 +51,16 @@ def generate(spark, items: int, groups: int, max_bytes: int) -> None:
     )
 
 
-def timed(write) -> float:
-    started = time.monotonic()
+def timed(write) -> tuple[float, int]:
+    """Seconds of the write, and the shuffle bytes it wrote."""
+    meter, started = ShuffleMeter(), time.monotonic()
     write()
-    return round(time.monotonic() - started, 1)
+    return round(time.monotonic() - started, 1), meter.shuffle_bytes()
 
 
 def naive_first_fit(spark, max_bytes: int, max_entries: int, cap: float) -> dict:
     """Collect, then first fit in arrival order with a linear scan of each group's bins."""
-    started = time.monotonic()
+    meter, started = ShuffleMeter(), time.monotonic()
     rows = spark.table(f"{SCHEMA}.items").orderBy("arrived_at", "item_id").collect()
     bins: dict[str, list[list[int]]] = defaultdict(list)  # group -> [bytes, entries]
     for done, row in enumerate(rows):
@@ -75,7 +77,13 @@ def naive_first_fit(spark, max_bytes: int, max_entries: int, cap: float) -> dict
     seconds = round(time.monotonic() - started, 1)
     count = sum(len(v) for v in bins.values())
     lower = sum(math.ceil(sum(b[0] for b in v) / max_bytes) for v in bins.values())
-    return {"seconds": seconds, "finished": True, "bins": count, "lower_bound": lower}
+    return {
+        "seconds": seconds,
+        "finished": True,
+        "bins": count,
+        "lower_bound": lower,
+        "shuffle_bytes": meter.shuffle_bytes(),
+    }
 
 
 def measure(spark, items_count: int, args) -> dict:
@@ -94,7 +102,7 @@ def measure(spark, items_count: int, args) -> dict:
         max_entries=args.max_entries,
         model_name="bench",
     )
-    streaming_s = timed(
+    streaming_s, streaming_shuffle = timed(
         lambda: packed.writeTo(f"{SCHEMA}.streaming_bins").using("iceberg").createOrReplace()
     )
     streaming = spark.table(f"{SCHEMA}.streaming_bins")
@@ -112,7 +120,7 @@ def measure(spark, items_count: int, args) -> dict:
         max_entries=args.max_entries,
         model_name="bench",
     )
-    offline_s = timed(
+    offline_s, offline_shuffle = timed(
         lambda: planned.writeTo(f"{SCHEMA}.offline_bins").using("iceberg").createOrReplace()
     )
     report = offline_report(
@@ -130,9 +138,14 @@ def measure(spark, items_count: int, args) -> dict:
         "items": items_count,
         "groups": args.groups,
         "max_bytes": args.max_bytes,
-        "streaming": {"seconds": streaming_s, "bins": streaming_bins},
+        "streaming": {
+            "seconds": streaming_s,
+            "bins": streaming_bins,
+            "shuffle_bytes": streaming_shuffle,
+        },
         "offline": {
             "seconds": offline_s,
+            "shuffle_bytes": offline_shuffle,
             "bins": total.bins,
             "lower_bound": total.lower_bound,
             "ratio": round(total.bins_over_lower_bound, 4),

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from baselines import naive_min_label  # noqa: E402
+from spark_metrics import ShuffleMeter  # noqa: E402
 
 from dbt.adapters.spark_session import session as sessions  # noqa: E402
 from dbt_merge.closure import ClosureStats, connected_components  # noqa: E402
@@ -108,11 +109,12 @@ def main() -> int:
                 methods.append(("distributed", 0))
             for label, limit in methods:
                 stats = ClosureStats()
-                started = time.monotonic()
+                meter, started = ShuffleMeter(), time.monotonic()
                 kwargs = {} if limit is None else {"max_driver_edges": limit}
                 result = connected_components(edges, stats=stats, **kwargs)
                 timed_write(spark, result, f"bench.cc_{shape}")
                 seconds = time.monotonic() - started
+                shuffled = meter.shuffle_bytes()
                 components = spark.table(f"bench.cc_{shape}").select("component").distinct().count()
                 row = dict(
                     shape=shape,
@@ -122,6 +124,7 @@ def main() -> int:
                     rounds=stats.rounds,
                     components=components,
                     nodes=stats.nodes,
+                    shuffle_bytes=shuffled,
                 )
                 results.append(row)
                 print(
@@ -129,13 +132,15 @@ def main() -> int:
                     flush=True,
                 )
             if not args.no_baseline:
-                started = time.monotonic()
+                meter, started = ShuffleMeter(), time.monotonic()
                 labels, rounds = naive_min_label(edges, args.baseline_cap)
                 if labels is None:
                     seconds, components, finished = time.monotonic() - started, None, False
+                    shuffled = meter.shuffle_bytes()
                 else:
                     timed_write(spark, labels, f"bench.naive_{shape}")
                     seconds = time.monotonic() - started
+                    shuffled = meter.shuffle_bytes()
                     components = labels.select("component").distinct().count()
                     finished = True
                 row = dict(
@@ -146,6 +151,7 @@ def main() -> int:
                     rounds=rounds,
                     components=components,
                     finished=finished,
+                    shuffle_bytes=shuffled,
                 )
                 results.append(row)
                 shown = f"{seconds:.1f}" if finished else f"DNF>{args.baseline_cap:.0f}"

@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from baselines import naive_min_label  # noqa: E402
 from bench_project import OUT, WAREHOUSE, BenchProject  # noqa: E402
+from spark_metrics import ShuffleMeter  # noqa: E402
 
 from dbt.adapters.spark_session import session as sessions  # noqa: E402
 from dbt_merge.spark_utils import materialize  # noqa: E402
@@ -106,16 +107,16 @@ def dbt(*args: str):
 
 
 def run_dbt_merge() -> dict:
-    started = time.monotonic()
+    meter, started = ShuffleMeter(), time.monotonic()
     result = dbt("run")
     total = time.monotonic() - started
     nodes = {r.node.name: round(r.execution_time, 1) for r in result.result}
-    return {"total_s": round(total, 1), "nodes_s": nodes}
+    return {"total_s": round(total, 1), "nodes_s": nodes, "shuffle_bytes": meter.shuffle_bytes()}
 
 
 def naive_merge(spark: SparkSession, cap_seconds: float) -> dict:
     """The hand-written baseline: pairwise edges, min-label propagation, collect_list."""
-    started = time.monotonic()
+    meter, started = ShuffleMeter(), time.monotonic()
     live = []
     for offset, name in enumerate(DATASETS):
         table = spark.table(f"{SCHEMA}.{name}").where(~F.col("is_deleted"))
@@ -145,11 +146,23 @@ def naive_merge(spark: SparkSession, cap_seconds: float) -> dict:
     remaining = cap_seconds - (time.monotonic() - started)
     labels, rounds = naive_min_label(graph, remaining)
     if labels is None:
-        return {"total_s": None, "rounds": rounds, "edges": edge_count, "finished": False}
+        return {
+            "total_s": None,
+            "rounds": rounds,
+            "edges": edge_count,
+            "finished": False,
+            "shuffle_bytes": meter.shuffle_bytes(),
+        }
     merged = labels.groupBy("component").agg(F.sort_array(F.collect_list("node")).alias("members"))
     merged.write.format("iceberg").mode("overwrite").saveAsTable(f"{SCHEMA}.naive_people")
     total = time.monotonic() - started
-    return {"total_s": round(total, 1), "rounds": rounds, "edges": edge_count, "finished": True}
+    return {
+        "total_s": round(total, 1),
+        "rounds": rounds,
+        "edges": edge_count,
+        "finished": True,
+        "shuffle_bytes": meter.shuffle_bytes(),
+    }
 
 
 def value_node_edges(spark: SparkSession) -> int:

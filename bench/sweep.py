@@ -96,49 +96,55 @@ BENCHMARKS = {
 }
 
 
-def point(size: int, seconds: float | None, cap: float | None = None) -> dict:
+def point(size: int, seconds: float | None, cap: float | None = None, shuffle=None) -> dict:
     """A measured point; seconds None means the run hit its cap."""
+    measured = {} if shuffle is None else {"shuffle_bytes": shuffle}
     if seconds is None:
-        return {"size": size, "seconds": cap, "finished": False}
-    return {"size": size, "seconds": seconds, "finished": True}
+        return {"size": size, "seconds": cap, "finished": False, **measured}
+    return {"size": size, "seconds": seconds, "finished": True, **measured}
 
 
 def curves(name: str, rows: list[dict], cap: float) -> dict[str, dict]:
-    """The script's rows as {series: {"baseline": bool, "points": [...]}}."""
+    """The script's rows as {series: {"baseline": bool, "points": [...], "slope": ...}}.
+
+    Each point has the size, the seconds (the cap when the run did not finish) and,
+    where the script measured them, the shuffle bytes the run wrote.
+    """
     series: dict[str, dict] = {}
 
-    def add(label: str, baseline: bool, p: dict) -> None:
+    def add(label: str, baseline: bool, size: int, measured: dict, seconds_key: str) -> dict:
+        seconds = measured[seconds_key] if measured.get("finished", True) else None
+        p = point(size, seconds, cap, measured.get("shuffle_bytes"))
         series.setdefault(label, {"baseline": baseline, "points": []})["points"].append(p)
+        return p
 
     for row in rows:
         if name == "closure":
-            method = row["method"]
+            size, method = row["edges"], row["method"]
             if method == "naive":
-                finished = row.get("finished", True)
-                seconds = row["seconds"] if finished else None
-                add("naive min-label propagation", True, point(row["edges"], seconds, cap))
+                add("naive min-label propagation", True, size, row, "seconds")
             elif method.startswith("distributed"):
-                add("dbt_merge, distributed (forced)", False, point(row["edges"], row["seconds"]))
+                add("dbt_merge, distributed (forced)", False, size, row, "seconds")
             else:  # the default picks the driver or the distributed method by size
-                chosen = {"method": method.split(":")[-1]}
-                add("dbt_merge, default", False, point(row["edges"], row["seconds"]) | chosen)
+                p = add("dbt_merge, default", False, size, row, "seconds")
+                p["method"] = method.split(":")[-1]
         elif name == "entity_merge":
             size = row["records"]
-            add("dbt_merge: dbt run", False, point(size, row["dbt_merge"]["total_s"]))
+            add("dbt_merge: dbt run", False, size, row["dbt_merge"], "total_s")
             if "naive" in row:
-                add("hand-written Spark job", True, point(size, row["naive"]["total_s"], cap))
+                add("hand-written Spark job", True, size, row["naive"], "total_s")
         elif name == "upsert":
             size = row["table_rows"]
-            add("upsert, raw batch", False, point(size, row["upsert_s"]))
-            add("dbt-spark merge, deduplicated batch", True, point(size, row["merge_s"]))
+            upsert = {"seconds": row["upsert_s"], "shuffle_bytes": row.get("upsert_shuffle_bytes")}
+            merge = {"seconds": row["merge_s"], "shuffle_bytes": row.get("merge_shuffle_bytes")}
+            add("upsert, raw batch", False, size, upsert, "seconds")
+            add("dbt-spark merge, deduplicated batch", True, size, merge, "seconds")
         elif name == "bin_packing":
             size = row["items"]
-            add("bin_pack (streaming)", False, point(size, row["streaming"]["seconds"]))
-            add(
-                "plan_offline (first fit decreasing)", False, point(size, row["offline"]["seconds"])
-            )
+            add("bin_pack (streaming)", False, size, row["streaming"], "seconds")
+            add("plan_offline (first fit decreasing)", False, size, row["offline"], "seconds")
             if "naive" in row:
-                add("driver first fit", True, point(size, row["naive"]["seconds"], cap))
+                add("driver first fit", True, size, row["naive"], "seconds")
     for data in series.values():
         data["points"].sort(key=lambda p: p["size"])
         data["slope"] = slope(data["points"])
@@ -258,13 +264,15 @@ def plot(name: str, result: dict) -> Path:
 
 def table(results: dict) -> str:
     """A markdown table: per benchmark and size, the seconds of each series."""
-    lines = ["| benchmark | size | " + " | ".join(["series", "seconds"]) + " |"]
-    lines.append("| --- | ---: | --- | ---: |")
+    lines = ["| benchmark | size | series | seconds | shuffle written |"]
+    lines.append("| --- | ---: | --- | ---: | ---: |")
     for name, result in results["benchmarks"].items():
         for label, data in result["series"].items():
             for p in data["points"]:
                 shown = f"{p['seconds']}" if p["finished"] else f"> {p['seconds']:.0f} (cap)"
-                lines.append(f"| {name} | {p['size']:,} | {label} | {shown} |")
+                written = p.get("shuffle_bytes")
+                mib = "-" if written is None else f"{written / 2**20:,.1f} MiB"
+                lines.append(f"| {name} | {p['size']:,} | {label} | {shown} | {mib} |")
     return "\n".join(lines)
 
 

@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from bench_project import OUT, WAREHOUSE, BenchProject  # noqa: E402
+from spark_metrics import ShuffleMeter  # noqa: E402
 
 from dbt.adapters.spark_session import session as sessions  # noqa: E402
 
@@ -116,10 +117,12 @@ def generate(spark, table_rows: int, batch_rows: int) -> dict:
     return counts
 
 
-def run_model(model: str, table: str, full_refresh: bool = False) -> float:
+def run_model(model: str, table: str, full_refresh: bool = False) -> tuple[float, int]:
+    """dbt's node time of one run of the model, and the shuffle bytes it wrote."""
     args = ["run", "--select", model, "--vars", json.dumps({"input": f"{SCHEMA}.{table}"})]
+    meter = ShuffleMeter()
     result = PROJECT.dbt(*args, *(["--full-refresh"] if full_refresh else []))
-    return round(result.result[0].execution_time, 1)
+    return round(result.result[0].execution_time, 1), meter.shuffle_bytes()
 
 
 def measure(spark, table_rows: int, batch_rows: int) -> dict:
@@ -129,14 +132,16 @@ def measure(spark, table_rows: int, batch_rows: int) -> dict:
     print(f"data: {json.dumps(counts)} ({time.monotonic() - started:.0f} s)", flush=True)
     # two rounds, the second in the other order, each on freshly loaded tables
     times = {"merged": [], "upserted": []}
+    shuffled = {"merged": [], "upserted": []}
     for order in (("merged", "upserted"), ("upserted", "merged")):
         for model in order:
-            seconds = run_model(model, "base", full_refresh=True)
+            seconds, _ = run_model(model, "base", full_refresh=True)
             print(f"load {model}: {seconds} s (not compared)", flush=True)
         for model in order:
-            seconds = run_model(model, "batch" if model == "upserted" else "batch_dedup")
+            seconds, written = run_model(model, "batch" if model == "upserted" else "batch_dedup")
             times[model].append(seconds)
-            print(f"{model}: {seconds} s", flush=True)
+            shuffled[model].append(written)
+            print(f"{model}: {seconds} s, {written:,} shuffle bytes", flush=True)
     merge_s = round(sum(times["merged"]) / 2, 1)
     upsert_s = round(sum(times["upserted"]) / 2, 1)
 
@@ -153,6 +158,8 @@ def measure(spark, table_rows: int, batch_rows: int) -> dict:
         "upsert_s": upsert_s,
         "rounds": times,
         "ratio": round(upsert_s / merge_s, 2),
+        "merge_shuffle_bytes": max(shuffled["merged"]),
+        "upsert_shuffle_bytes": max(shuffled["upserted"]),
         "rows_after": stored,
     }
 

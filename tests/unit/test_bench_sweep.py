@@ -43,7 +43,7 @@ def test_slope_needs_two_finished_points():
 
 def test_closure_rows_become_default_distributed_and_capped_naive_curves():
     rows = [
-        {"edges": 1000, "method": "dbt_merge:driver", "seconds": 1.0},
+        {"edges": 1000, "method": "dbt_merge:driver", "seconds": 1.0, "shuffle_bytes": 512},
         {"edges": 1000, "method": "distributed:distributed", "seconds": 3.0},
         {"edges": 1000, "method": "naive", "seconds": 2.0, "finished": True},
         {"edges": 4000, "method": "dbt_merge:distributed", "seconds": 2.0},
@@ -53,6 +53,8 @@ def test_closure_rows_become_default_distributed_and_capped_naive_curves():
     series = sweep.curves("closure", rows, cap=120.0)
     default = series["dbt_merge, default"]
     assert [p["method"] for p in default["points"]] == ["driver", "distributed"]
+    assert default["points"][0]["shuffle_bytes"] == 512
+    assert "shuffle_bytes" not in default["points"][1]  # not measured: not made up
     assert default["slope"] == 0.5 and not default["baseline"]
     naive = series["naive min-label propagation"]
     assert naive["baseline"]
