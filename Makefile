@@ -48,13 +48,13 @@ bench-bin-packing: install check-java
 cluster-up: install check-java
 	DBT_MERGE_CLUSTER_PYTHON=$(BIN)/python scripts/cluster.sh up
 
-## databricks-parse: dbt parse of a project installing dbt_merge under dbt-databricks 1.11 with Delta (own venv, no workspace needed)
-databricks-parse:
-	PYTHON=$(PYTHON) scripts/databricks_parse.sh
-
 ## cluster-down: stop the cluster of `make cluster-up` (by its pid files in .cluster/)
 cluster-down:
 	scripts/cluster.sh down
+
+## databricks-parse: dbt parse of a project installing dbt_merge under dbt-databricks 1.11 with Delta (own venv, no workspace needed)
+databricks-parse:
+	PYTHON=$(PYTHON) scripts/databricks_parse.sh
 
 install: $(STAMP)
 
