@@ -51,10 +51,10 @@ def generate(spark, items: int, groups: int, max_bytes: int) -> None:
     )
 
 
-def timed(write) -> tuple[float, int]:
-    """Seconds of the write, and the shuffle bytes it wrote."""
+def timed_write(frame, table: str) -> tuple[float, int]:
+    """Write the frame to an Iceberg table: the seconds, and the shuffle bytes written."""
     meter, started = ShuffleMeter(), time.monotonic()
-    write()
+    frame.writeTo(f"{SCHEMA}.{table}").using("iceberg").createOrReplace()
     return round(time.monotonic() - started, 1), meter.shuffle_bytes()
 
 
@@ -92,37 +92,25 @@ def measure(spark, items_count: int, args) -> dict:
     items = spark.table(f"{SCHEMA}.items")
     print(f"items: {items_count:,} in {args.groups:,} groups", flush=True)
 
-    packed = bin_pack(
-        items,
+    # the settings both packers share
+    settings = dict(
         id_column="item_id",
         size_column="size_bytes",
-        arrival_column="arrived_at",
         correlation_column="group_id",
         max_bytes=args.max_bytes,
         max_entries=args.max_entries,
         model_name="bench",
     )
-    streaming_s, streaming_shuffle = timed(
-        lambda: packed.writeTo(f"{SCHEMA}.streaming_bins").using("iceberg").createOrReplace()
-    )
+    packed = bin_pack(items, arrival_column="arrived_at", **settings)
+    streaming_s, streaming_shuffle = timed_write(packed, "streaming_bins")
     streaming = spark.table(f"{SCHEMA}.streaming_bins")
     streaming_bins = streaming.count()
     members = streaming.select(F.sum("entries")).first()[0]
     assert members == items_count, "every item is in exactly one bin"
     print(f"streaming bin_pack: {streaming_s} s, {streaming_bins:,} bins", flush=True)
 
-    planned = plan_offline(
-        items,
-        id_column="item_id",
-        size_column="size_bytes",
-        correlation_column="group_id",
-        max_bytes=args.max_bytes,
-        max_entries=args.max_entries,
-        model_name="bench",
-    )
-    offline_s, offline_shuffle = timed(
-        lambda: planned.writeTo(f"{SCHEMA}.offline_bins").using("iceberg").createOrReplace()
-    )
+    planned = plan_offline(items, **settings)
+    offline_s, offline_shuffle = timed_write(planned, "offline_bins")
     report = offline_report(
         spark.table(f"{SCHEMA}.offline_bins"), max_bytes=args.max_bytes, model_name="bench"
     )
