@@ -118,9 +118,11 @@ def curves(name: str, rows: list[dict], cap: float) -> dict[str, dict]:
         series.setdefault(label, {"baseline": baseline, "points": []})["points"].append(p)
         return p
 
+    size_key = BENCHMARKS[name].size_key
     for row in rows:
+        size = row[size_key]
         if name == "closure":
-            size, method = row["edges"], row["method"]
+            method = row["method"]
             if method == "naive":
                 add("naive min-label propagation", True, size, row, "seconds")
             elif method.startswith("distributed"):
@@ -129,18 +131,15 @@ def curves(name: str, rows: list[dict], cap: float) -> dict[str, dict]:
                 p = add("dbt_merge, default", False, size, row, "seconds")
                 p["method"] = method.split(":")[-1]
         elif name == "entity_merge":
-            size = row["records"]
             add("dbt_merge: dbt run", False, size, row["dbt_merge"], "total_s")
             if "naive" in row:
                 add("hand-written Spark job", True, size, row["naive"], "total_s")
         elif name == "upsert":
-            size = row["table_rows"]
             upsert = {"seconds": row["upsert_s"], "shuffle_bytes": row.get("upsert_shuffle_bytes")}
             merge = {"seconds": row["merge_s"], "shuffle_bytes": row.get("merge_shuffle_bytes")}
             add("upsert, raw batch", False, size, upsert, "seconds")
             add("dbt-spark merge, deduplicated batch", True, size, merge, "seconds")
         elif name == "bin_packing":
-            size = row["items"]
             add("bin_pack (streaming)", False, size, row["streaming"], "seconds")
             add("plan_offline (first fit decreasing)", False, size, row["offline"], "seconds")
             if "naive" in row:
@@ -295,6 +294,7 @@ def main() -> int:
     if not args.plot_only:
         started = time.monotonic()
         OUT.mkdir(parents=True, exist_ok=True)
+        measured_on = machine()
         for name in names:
             bench = BENCHMARKS[name]
             sizes = [*bench.sizes, *(bench.large if args.large else ())]
@@ -304,7 +304,7 @@ def main() -> int:
             results.update(
                 generated=datetime.now(UTC).isoformat(timespec="seconds"),
                 command=" ".join(["bench/sweep.py", *sys.argv[1:]]),
-                machine=machine(),
+                machine=measured_on,
             )
             RESULTS.write_text(json.dumps(results, indent=2) + "\n")
         print(f"\n# sweep took {time.monotonic() - started:.0f} s", flush=True)
