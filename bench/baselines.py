@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from dbt_merge.spark_utils import materialize  # noqa: E402
+from dbt_merge.core.spark import materialize  # noqa: E402
 
 
 def naive_min_label(edges: DataFrame, cap_seconds: float) -> tuple[DataFrame | None, int]:

@@ -34,8 +34,8 @@ from baselines import naive_min_label  # noqa: E402
 from spark_metrics import ShuffleMeter  # noqa: E402
 
 from dbt.adapters.spark_session import session as sessions  # noqa: E402
-from dbt_merge.closure import ClosureStats, connected_components  # noqa: E402
-from dbt_merge.spark_utils import materialize  # noqa: E402
+from dbt_merge.core.spark import materialize  # noqa: E402
+from dbt_merge.entity_merge.closure import ClosureStats, connected_components  # noqa: E402
 
 SHAPES = ("random", "chain", "stars")
 STARS = 4

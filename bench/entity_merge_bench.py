@@ -40,7 +40,7 @@ from bench_project import OUT, WAREHOUSE, BenchProject  # noqa: E402
 from spark_metrics import ShuffleMeter  # noqa: E402
 
 from dbt.adapters.spark_session import session as sessions  # noqa: E402
-from dbt_merge.spark_utils import materialize  # noqa: E402
+from dbt_merge.core.spark import materialize  # noqa: E402
 
 SCHEMA = "bench_entity_merge"
 PROJECT = BenchProject("bench_entity_merge", SCHEMA)

@@ -176,7 +176,7 @@
     {% set after = dbt_merge._auto_merge_selected_files(table, merge['merge_files_where']) %}
     {% set parents = before | reject('in', after) | list %}
     {% set children = after | reject('in', before) | list %}
-    {% set snapshot = run_query('select cast(snapshot_id as string) from ' ~ table ~ '.history where is_current_ancestor order by made_current_at desc limit 1').rows[0][0] %}
+    {% set snapshot = dbt_merge._table_version(table, 'iceberg') %}
     {% if result['failed_data_files_count'] != 0 %}
         {% do log('auto-merge: warning: ' ~ label ~ ': rewrite_data_files failed to rewrite ' ~ result['failed_data_files_count'] ~ ' file(s)', info=true) %}
     {% endif %}
@@ -234,8 +234,7 @@
         cast(array({% for c in children %}{{ dbt_merge._sql_string(c) }}{{ ', ' if not loop.last }}{% endfor %}) as array<string>) as child_ids,
         cast({{ result['rewritten_bytes_count'] }} as bigint) as rewritten_bytes,
         cast({{ snapshot }} as bigint) as snapshot_id,
-        {{ dbt_merge._sql_string(invocation_id) }} as invocation_id,
-        current_timestamp() as recorded_at
+        {{- dbt_merge._provenance_stamp_sql() }}
 {% endmacro %}
 
 

@@ -131,12 +131,6 @@ select distinct src, dst from edges
 {% endmacro %}
 
 
-{#-- A Spark string literal. --#}
-{% macro _sql_string(text) %}
-    {{- "'" ~ (text | string).replace('\\', '\\\\').replace("'", "\\'") ~ "'" -}}
-{% endmacro %}
-
-
 {#-- Null and duplicate ids make identities ambiguous: fail before anything is written. --#}
 {% macro _check_entity_ids(spec) %}
     {% set checks = [] %}

@@ -69,8 +69,7 @@ select
     before.row_json as old_row,
     after.row_json as new_row,
     {{ dbt_merge._sql_string(after_version) }} as table_version,
-    {{ dbt_merge._sql_string(invocation_id) }} as invocation_id,
-    current_timestamp() as recorded_at
+    {{- dbt_merge._provenance_stamp_sql() }}
 from before
 full outer join after on {{ join_on | join(' and ') }}
 where not (before.row_json <=> after.row_json)
@@ -96,20 +95,6 @@ where not (before.row_json <=> after.row_json)
             recorded_at timestamp
         ) using {{ file_format }}
     {% endcall %}
-{% endmacro %}
-
-
-{#-- The current version of a table as a string: its Iceberg snapshot id or its Delta
-     version (none for an empty Iceberg table, which has no snapshot yet). --#}
-{% macro _upsert_table_version(relation, file_format) %}
-    {% if file_format == 'iceberg' %}
-        {% set found = run_query('select snapshot_id from ' ~ relation ~ '.history where is_current_ancestor order by made_current_at desc limit 1') %}
-        {{ return(found.rows[0][0] | string if found.rows | length > 0 else none) }}
-    {% elif file_format == 'delta' %}
-        {% set found = run_query('describe history ' ~ relation ~ ' limit 1') %}
-        {{ return(found.rows[0]['version'] | string) }}
-    {% endif %}
-    {% do dbt_merge._upsert_error('provenance', 'needs time travel to record what a run changed: file_format iceberg or delta, not ' ~ file_format) %}
 {% endmacro %}
 
 
@@ -146,11 +131,14 @@ where not (before.row_json <=> after.row_json)
 
 {#-- Before the MERGE: create the events table, and record a diff a dead run left out. --#}
 {% macro _upsert_provenance_before(target, events, cfg, file_format, existing) %}
+    {% if file_format not in ['iceberg', 'delta'] %}
+        {% do dbt_merge._upsert_error('provenance', 'needs time travel to record what a run changed: file_format iceberg or delta, not ' ~ file_format) %}
+    {% endif %}
     {% do dbt_merge._create_upsert_provenance_table(events, file_format) %}
     {% if not existing %}
         {{ return(none) }}
     {% endif %}
-    {% set current = dbt_merge._upsert_table_version(target, file_format) %}
+    {% set current = dbt_merge._table_version(target, file_format) %}
     {% set recorded = dbt_merge._upsert_recorded_version(target, events, file_format) %}
     {% if current is not none and recorded is not none and recorded != current %}
         {% if dbt_merge._upsert_version_exists(target, file_format, recorded) %}
@@ -169,7 +157,7 @@ where not (before.row_json <=> after.row_json)
 
 {#-- After the MERGE: the events of this run, then the recorded version. --#}
 {% macro _upsert_provenance_after(target, events, cfg, file_format, before_version, keys_relation) %}
-    {% set after_version = dbt_merge._upsert_table_version(target, file_format) %}
+    {% set after_version = dbt_merge._table_version(target, file_format) %}
     {% if after_version is none or after_version == before_version %}
         {{ return(none) }}
     {% endif %}

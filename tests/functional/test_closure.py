@@ -8,8 +8,8 @@ import random
 import pytest
 from pyspark.sql import functions as F
 
-from dbt_merge import closure
-from dbt_merge.closure import ClosureError, ClosureStats, connected_components
+from dbt_merge.entity_merge import closure
+from dbt_merge.entity_merge.closure import ClosureError, ClosureStats, connected_components
 
 METHODS = {"driver": closure.MAX_DRIVER_EDGES_DEFAULT, "distributed": 0}
 

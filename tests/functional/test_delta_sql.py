@@ -274,7 +274,9 @@ NOT_SQL = {
     "_entity_is_live_sql": "an expression, parsed inside equality_edges",
     "_json_scalar_sql": "an expression, parsed inside merge_entities (strategy compact)",
     "_member_json_sql": "an expression, parsed inside merge_entities (strategy list)",
+    # core
     "_sql_string": "a string literal, parsed inside the statements that use it",
+    "_provenance_stamp_sql": "two columns, parsed inside every provenance statement",
     # upsert
     "upsert_config": "returns the resolved settings (a dict)",
     "upsert_provenance": "returns the events table (a relation)",
@@ -303,7 +305,8 @@ NOT_ON_DATABRICKS = {
     "_auto_merge_selected_files": f"reads <table>.data_files; {ICEBERG_ONLY}",
     "_auto_merge_call_sql": f"CALL <catalog>.system.rewrite_data_files; {ICEBERG_ONLY}",
     "_create_upsert_provenance_table": SPARK_SESSION_PROVENANCE,
-    "_upsert_table_version": SPARK_SESSION_PROVENANCE,
+    "_table_version": "reads a table's history: by the spark_session upsert "
+    "materialization's provenance and by the Iceberg-only auto-merge runner",
     "_upsert_version_exists": SPARK_SESSION_PROVENANCE,
     "_upsert_recorded_version": SPARK_SESSION_PROVENANCE,
     "_upsert_provenance_before": SPARK_SESSION_PROVENANCE,

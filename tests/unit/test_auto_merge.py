@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from dbt_merge.auto_merge import (
+from dbt_merge.auto_merge.planner import (
     ALWAYS,
     DELAY,
     NEVER,
@@ -31,11 +31,9 @@ from dbt_merge.auto_merge import (
     plan_files,
     plan_merges,
     plan_partitions,
-    quote_identifier,
     ranges_from_partitions,
     read_options,
     resolve_mergeability,
-    sql_literal,
     verify_merge,
 )
 
@@ -1193,15 +1191,6 @@ def test_partitions_of_a_transform_have_no_where_clause():
         "not executable: a where clause can only select identity partitions"
         in rows[0]["explanation"]
     )
-
-
-def test_sql_literals_and_identifiers():
-    assert sql_literal("it's", "string") == "'it\\'s'"
-    assert sql_literal("2024-01-01 10:00:00", "timestamp") == (
-        "cast('2024-01-01 10:00:00' as timestamp)"
-    )
-    assert sql_literal(None, "int") == "null"
-    assert quote_identifier("a.b`c") == "`a`.`b``c`"
 
 
 def _typed(opts):

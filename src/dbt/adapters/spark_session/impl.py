@@ -21,7 +21,7 @@ from dbt.adapters.spark_session import session as sessions
 from dbt.adapters.spark_session.__version__ import version as adapter_version
 from dbt.adapters.spark_session.connections import SparkSessionConnectionManager
 from dbt.adapters.spark_session.python_submissions import SessionPythonJobHelper
-from dbt_merge.expressions import inspect_expression
+from dbt_merge.core.expressions import inspect_expression
 
 logger = AdapterLogger("SparkSession")
 
@@ -95,11 +95,12 @@ class SparkSessionAdapter(SparkAdapter):
         return [str(identifiers.get(i).name()) for i in range(identifiers.size())]
 
     @available
-    def dbt_merge_inspect_expression(self, sql: str) -> dict[str, Any]:
-        """sqlglot's view of a merge operand; functions it does not know are asked of Spark.
+    def inspect_sql_expression(self, sql: str) -> dict[str, Any]:
+        """sqlglot's view of one Spark SQL row expression; functions it does not know are
+        asked of Spark (``dbt_merge.core.expressions.inspect_expression``).
 
-        The dbt_merge macro ``_inspect_expression`` (dispatched for spark_session) calls this when
-        a model compiles, to reject anything that is not a pure row expression.
+        Macros call it at compile time (the dbt_merge macro ``_inspect_expression``) to
+        reject anything that is not a pure row expression before a model runs.
         """
         spark = sessions.activate(self._spark())
         return inspect_expression(sql, function_exists=spark.catalog.functionExists)

@@ -35,6 +35,8 @@ from typing import Any
 
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt_merge.core.sql import string_literal
+
 logger = logging.getLogger(__name__)
 
 ICEBERG_RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
@@ -316,7 +318,7 @@ def sql_literal(value: Any) -> str:
         text = value.isoformat()
     else:
         text = str(value)
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return string_literal(text)
 
 
 def bind(sql: str, bindings: Sequence[Any]) -> str:

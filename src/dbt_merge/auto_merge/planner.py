@@ -56,6 +56,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from dbt_merge.core.errors import DbtMergeError, setting_message
+from dbt_merge.core.sql import quote_identifier, string_literal, typed_literal
+
 logger = logging.getLogger(__name__)
 
 # One documented default per option (Accumulo table.mergeability.threshold = .25,
@@ -102,14 +105,12 @@ _PARTITION_COLUMNS = ("record_count", "file_count", "total_data_file_size_in_byt
 _SETTINGS_KEYS = ("threshold", "split_threshold", "file_max")
 
 
-class AutoMergeError(ValueError):
+class AutoMergeError(DbtMergeError):
     """Bad auto-merge input; the text names the model, the setting and the value."""
 
 
 def _error(model_name: str, setting: str, problem: str, got: str) -> AutoMergeError:
-    return AutoMergeError(
-        f"dbt_merge auto-merge in model {model_name}, setting '{setting}': {problem} (got {got})"
-    )
+    return AutoMergeError(setting_message("auto-merge", model_name, setting, problem, got))
 
 
 # -- mergeability ------------------------------------------------------------------------
@@ -1610,26 +1611,6 @@ class TableLayout:
     snapshot_id: int | None = None
 
 
-def quote_identifier(name: str) -> str:
-    """A Spark SQL identifier in backticks; a dotted name is a path of struct fields."""
-    return ".".join("`" + part.replace("`", "``") + "`" for part in name.split("."))
-
-
-def sql_literal(text: str | None, sql_type: str) -> str:
-    """A Spark SQL literal for a value that Spark rendered as ``text``.
-
-    Strings are quoted; every other type is ``cast('<text>' as <type>)``, which reads
-    back exactly the value Spark rendered (dates, timestamps in the session time
-    zone, decimals, doubles).
-    """
-    if text is None:
-        return "null"
-    quoted = "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    if sql_type == "string":
-        return quoted
-    return f"cast({quoted} as {sql_type})"
-
-
 def _partition_predicates(
     partition: Sequence[tuple[str, Any, str | None]], layout: TableLayout, *, metadata: bool
 ) -> list[str]:
@@ -1647,7 +1628,7 @@ def _partition_predicates(
         if text is None:
             predicates.append(f"{column} is null")
         else:
-            predicates.append(f"{column} = {sql_literal(text, layout.partition_types[name])}")
+            predicates.append(f"{column} = {typed_literal(text, layout.partition_types[name])}")
     return predicates
 
 
@@ -1668,8 +1649,8 @@ def files_where_clauses(
     first, last = members[0], members[-1]
     column = quote_identifier(sort_column)
     key_type = layout.sort_column_type or "string"
-    low = sql_literal(first.min_key_text, key_type)
-    high = sql_literal(last.max_key_text, key_type)
+    low = typed_literal(first.min_key_text, key_type)
+    high = typed_literal(last.max_key_text, key_type)
     call = [f"{column} >= {low}", f"{column} <= {high}"]
     # readable_metrics has one field per leaf column, named by its full (dotted) name
     metrics = "readable_metrics.`" + sort_column.replace("`", "``") + "`"
@@ -2273,7 +2254,7 @@ def _typed_rules(
     if not wanted:
         return tuple(rules)
     expressions = [
-        f"try_cast({sql_literal(str(v), 'string')} as {t})"
+        f"try_cast({string_literal(str(v))} as {t})"
         for _, _, values in wanted
         for v, t in zip(values, types, strict=True)
     ]

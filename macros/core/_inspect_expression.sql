@@ -1,7 +1,7 @@
 {#--
     What an operand expression string is: {error, columns: [[alias, column], ...]}.
     The spark_session adapter parses it with sqlglot and asks Spark about functions
-    sqlglot does not know (dbt_merge.expressions.inspect_expression). Other adapters
+    sqlglot does not know (dbt_merge.core.expressions.inspect_expression). Other adapters
     (dbt-spark, dbt-databricks in dbt Cloud) cannot import Python here, so the default
     only rejects what is plainly not an expression and finds alias.column references
     with a pattern; Spark's analyzer checks the rest when the model runs.
@@ -12,7 +12,7 @@
 
 
 {% macro spark_session___inspect_expression(sql) %}
-    {{ return(adapter.dbt_merge_inspect_expression(sql)) }}
+    {{ return(adapter.inspect_sql_expression(sql)) }}
 {% endmacro %}
 
 

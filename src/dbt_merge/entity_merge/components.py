@@ -19,7 +19,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from dbt_merge.closure import connected_components
+from dbt_merge.entity_merge.closure import connected_components
 
 VALUE_NODE_PREFIX = "="
 

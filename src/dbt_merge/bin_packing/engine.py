@@ -80,7 +80,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from dbt_merge.spark_utils import materialize
+from dbt_merge.core.errors import DbtMergeError, setting_message
+from dbt_merge.core.spark import materialize
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -188,16 +189,14 @@ DEFRAGMENT_SCHEMA = StructType(
 """One row per fragment set of ``defragment``; ``members`` in index order."""
 
 
-class BinPackingError(ValueError):
+class BinPackingError(DbtMergeError):
     """Bad settings or input for bin packing or defragment (names model, setting, value)."""
 
 
 def _setting_error(
     model_name: str, setting: str, problem: str, value: Any, what: str = "bin packing"
 ) -> BinPackingError:
-    return BinPackingError(
-        f"dbt_merge {what} in model {model_name}, setting '{setting}': {problem} (got {value!r})"
-    )
+    return BinPackingError(setting_message(what, model_name, setting, problem, repr(value)))
 
 
 def _is_int(value: Any) -> bool:

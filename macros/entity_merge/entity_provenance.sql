@@ -48,8 +48,7 @@ events as (
         `$ids` as parent_ids,
         `_id` as child_id,
         `_updated` as child_updated,
-        {{ dbt_merge._sql_string(invocation_id) }} as invocation_id,
-        current_timestamp() as recorded_at
+        {{- dbt_merge._provenance_stamp_sql() }}
     from new_versions
 )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dbt_merge.expressions import inspect_expression
+from dbt_merge.core.expressions import inspect_expression
 
 KNOWN_TO_ENGINE = {"my_udf"}
 

@@ -40,8 +40,7 @@ events as (
         bin_id as child_id,
         merge_reason,
         merged_at,
-        {{ dbt_merge._sql_string(invocation_id) }} as invocation_id,
-        current_timestamp() as recorded_at
+        {{- dbt_merge._provenance_stamp_sql() }}
     from new_bins
 )
 

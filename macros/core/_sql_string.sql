@@ -1,0 +1,4 @@
+{#-- A Spark string literal. --#}
+{% macro _sql_string(text) %}
+    {{- "'" ~ (text | string).replace('\\', '\\\\').replace("'", "\\'") ~ "'" -}}
+{% endmacro %}

@@ -1,0 +1,6 @@
+"""Entity merge (SPEC §1): the Python step of a merge, the closure of its equality
+edges. The SQL steps are the macros in ``macros/entity_merge/``."""
+
+from dbt_merge.entity_merge.components import VALUE_NODE_PREFIX, entity_components
+
+__all__ = ["VALUE_NODE_PREFIX", "entity_components"]

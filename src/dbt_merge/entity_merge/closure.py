@@ -1,0 +1,301 @@
+"""Connected components of an equality graph: the transitive closure of entity merge.
+
+``connected_components(edges)`` takes a DataFrame of edges between string nodes and
+returns one row per node with its component, labelled by the component's smallest
+node (ordinal string order), so labels depend only on the graph: not on row order,
+partitioning or the number of executors.
+
+Two ways to the same answer:
+
+* **driver** (graphs up to ``max_driver_edges`` edge rows, default 10M): the
+  name pairs come to the driver through Arrow, ``pandas.factorize`` numbers the
+  names exactly, scipy's ``connected_components`` labels them in one linear pass
+  and the result goes back as one DataFrame. No shuffle; roughly 150 bytes of
+  driver (Python) memory an edge.
+* **distributed** (larger graphs): names are hashed to 64-bit ids (dense ids if two
+  collide), then min-label hooking with pointer jumping and graph contraction.
+  Each round every node hooks to the smallest of itself and its neighbours (a
+  random order, since ids are hashes), hooks are followed to their roots (local
+  minima) by pointer jumping, and every edge is renamed to its endpoints' roots;
+  edges inside one tree vanish. Every non-minimum leaves the graph in that round
+  and every remaining minimum has absorbed a neighbour, so the graph shrinks
+  geometrically: rounds grow with log(n), not with the diameter. Every
+  intermediate is materialized (lineage cut), and the parent pointers of all
+  rounds are resolved at the end by pointer jumping.
+
+Null endpoints are ignored: an edge ``(a, null)`` keeps ``a`` as a node of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from dbt_merge.core.errors import DbtMergeError
+from dbt_merge.core.spark import materialize
+
+logger = logging.getLogger(__name__)
+
+MAX_DRIVER_EDGES_DEFAULT = 10_000_000
+MAX_ROUNDS_DEFAULT = 100
+
+
+class ClosureError(DbtMergeError):
+    """Bad input to the closure (names the argument and the value)."""
+
+
+@dataclass
+class ClosureStats:
+    """What one ``connected_components`` call did (filled in when passed in)."""
+
+    method: str = ""
+    edges: int = 0
+    nodes: int = 0
+    rounds: int = 0
+    seconds: float = 0.0
+
+
+def connected_components(
+    edges: DataFrame,
+    src: str = "src",
+    dst: str = "dst",
+    *,
+    node_col: str = "node",
+    component_col: str = "component",
+    max_driver_edges: int = MAX_DRIVER_EDGES_DEFAULT,
+    max_rounds: int = MAX_ROUNDS_DEFAULT,
+    stats: ClosureStats | None = None,
+) -> DataFrame:
+    """Label every node of ``edges`` with its connected component.
+
+    Args:
+        edges: one row per edge; ``src`` and ``dst`` hold node names (cast to string).
+        src: column of one endpoint.
+        dst: column of the other endpoint.
+        node_col: name of the output's node column.
+        component_col: name of the output's component column.
+        max_driver_edges: graphs with at most this many edge rows are solved on the
+            driver; larger ones (or 0 to force it) with the distributed algorithm.
+        max_rounds: the distributed algorithm fails rather than loop past this.
+        stats: a ``ClosureStats`` to fill in (method, sizes, rounds, seconds).
+
+    Returns:
+        A DataFrame ``(node_col string, component_col string)``, one row per distinct
+        node; the component is the smallest node name in it.
+
+    Examples:
+        >>> edges = spark.createDataFrame([("a", "b"), ("c", "b"), ("x", "y")], ["src", "dst"])
+        >>> connected_components(edges).orderBy("node").collect()
+        [Row(node='a', component='a'), Row(node='b', component='a'),
+         Row(node='c', component='a'), Row(node='x', component='x'),
+         Row(node='y', component='x')]
+    """
+    _validate(edges, src, dst, node_col, component_col, max_driver_edges, max_rounds)
+    started = time.monotonic()
+    stats = stats if stats is not None else ClosureStats()
+    spark = edges.sparkSession
+
+    # self-edges keep the nodes whose other end is null
+    pairs = edges.select(F.col(src).cast("string").alias("s"), F.col(dst).cast("string").alias("d"))
+    pairs = pairs.where(F.col("s").isNotNull() | F.col("d").isNotNull()).select(
+        F.coalesce("s", "d").alias("s"), F.coalesce("d", "s").alias("d")
+    )
+    stats.edges = pairs.count()
+    if stats.edges <= max_driver_edges:
+        stats.method, stats.rounds = "driver", 1
+        labelled = _driver_components(spark, pairs, node_col, component_col, stats)
+    else:
+        stats.method = "distributed"
+        labelled = _distributed_components(pairs, node_col, component_col, max_rounds, stats)
+    stats.seconds = time.monotonic() - started
+    logger.info(
+        "closure: %s nodes, %s edges, %s rounds (%s) in %.1fs",
+        stats.nodes,
+        stats.edges,
+        stats.rounds,
+        stats.method,
+        stats.seconds,
+    )
+    return labelled
+
+
+def _validate(
+    edges: DataFrame,
+    src: str,
+    dst: str,
+    node_col: str,
+    component_col: str,
+    max_driver_edges: int,
+    max_rounds: int,
+) -> None:
+    if not isinstance(edges, DataFrame):
+        raise ClosureError(
+            f"connected_components expected a pyspark DataFrame but received the value: {edges!r}"
+        )
+    missing = [c for c in (src, dst) if c not in edges.columns]
+    if missing:
+        raise ClosureError(
+            f"connected_components: edge column(s) {missing} not found; "
+            f"the edges have columns {edges.columns}"
+        )
+    if node_col == component_col:
+        raise ClosureError(
+            f"connected_components: node_col and component_col are both '{node_col}'"
+        )
+    if not isinstance(max_driver_edges, int) or max_driver_edges < 0:
+        raise ClosureError(f"'max_driver_edges' is set to {max_driver_edges!r} but must be >= 0")
+    if not isinstance(max_rounds, int) or max_rounds <= 0:
+        raise ClosureError(f"'max_rounds' is set to {max_rounds!r} but must be > 0")
+
+
+def _canonical(pairs: DataFrame) -> DataFrame:
+    """Undirected edges as (smaller id, larger id), deduplicated; self-edges kept once."""
+    return pairs.select(F.least("a", "b").alias("a"), F.greatest("a", "b").alias("b")).distinct()
+
+
+def _dense_ids(nodes: DataFrame) -> DataFrame:
+    """0..n-1 ids in node order: the fallback when two names hash alike."""
+    indexed = nodes.select("node").rdd.map(lambda r: r[0]).sortBy(lambda n: n).zipWithIndex()
+    return indexed.toDF(["node", "nid"])
+
+
+def _driver_components(
+    spark, pairs: DataFrame, node_col: str, component_col: str, stats: ClosureStats
+) -> DataFrame:
+    """Everything on the driver: names through Arrow, exact ids from pandas.factorize."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components as scipy_components
+
+    schema = f"`{node_col}` string, `{component_col}` string"
+    arrow_key = "spark.sql.execution.arrow.pyspark.enabled"
+    previous = spark.conf.get(arrow_key, "false")
+    spark.conf.set(arrow_key, "true")
+    try:
+        frame = pairs.toPandas()
+        codes, names = pd.factorize(pd.concat([frame["s"], frame["d"]], ignore_index=True))
+        m, n = len(frame), len(names)
+        stats.nodes = n
+        if n == 0:
+            return spark.createDataFrame([], schema)
+        graph = coo_matrix(
+            (np.ones(m, dtype=np.int8), (codes[:m], codes[m:])), shape=(n, n)
+        ).tocsr()
+        count, labels = scipy_components(graph, directed=False)
+        # smallest name per component: rank names by byte order (= Spark's string order)
+        order = pc.sort_indices(pa.array(names, type=pa.string())).to_numpy()
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n)
+        smallest = np.full(count, n, dtype=np.int64)
+        np.minimum.at(smallest, labels, rank)
+        out = pd.DataFrame({node_col: names, component_col: names[order[smallest[labels]]]})
+        return spark.createDataFrame(out, schema)
+    finally:
+        spark.conf.set(arrow_key, previous)
+
+
+def _distributed_components(
+    pairs: DataFrame, node_col: str, component_col: str, max_rounds: int, stats: ClosureStats
+) -> DataFrame:
+    """Names hashed to 64-bit ids (dense ids if two collide), then rounds in Spark."""
+    nodes = (
+        pairs.select(F.col("s").alias("node"))
+        .union(pairs.select(F.col("d").alias("node")))
+        .distinct()
+        .withColumn("nid", F.xxhash64("node"))
+    )
+    nodes = materialize(nodes)
+    counts = nodes.agg(F.count(F.lit(1)).alias("n"), F.countDistinct("nid").alias("ids")).first()
+    stats.nodes = int(counts["n"])
+    if counts["n"] == counts["ids"]:
+        hashed = pairs.select(F.xxhash64("s").alias("a"), F.xxhash64("d").alias("b"))
+    else:
+        logger.info("closure: 64-bit id collision among %s nodes; using dense ids", counts["n"])
+        nodes = materialize(_dense_ids(nodes))
+        hashed = (
+            pairs.join(nodes.withColumnRenamed("node", "s").withColumnRenamed("nid", "a"), "s")
+            .join(nodes.withColumnRenamed("node", "d").withColumnRenamed("nid", "b"), "d")
+            .select("a", "b")
+        )
+    roots, stats.rounds = _distributed_roots(materialize(_canonical(hashed)), max_rounds)
+    # label each component by its smallest node name
+    return (
+        nodes.join(roots, "nid", "left")
+        .select("node", F.coalesce("root", "nid").alias("root"))
+        .withColumn(component_col, F.min("node").over(Window.partitionBy("root")))
+        .select(F.col("node").alias(node_col), component_col)
+    )
+
+
+def _distributed_roots(int_edges: DataFrame, max_rounds: int) -> tuple[DataFrame, int]:
+    graph = int_edges.where(F.col("a") != F.col("b"))
+    moved: list[DataFrame] = []
+    rounds = 0
+    while not graph.isEmpty():
+        rounds += 1
+        if rounds > max_rounds:
+            raise ClosureError(
+                f"connected_components did not converge in max_rounds={max_rounds}; "
+                f"raise 'max_rounds' (the graph still has {graph.count()} edges)"
+            )
+        # 1. hook: every node points at the smallest of itself and its neighbours
+        both = graph.select(F.col("a").alias("x"), F.col("b").alias("y")).union(
+            graph.select(F.col("b").alias("x"), F.col("a").alias("y"))
+        )
+        hook = (
+            both.groupBy("x").agg(F.min("y").alias("m")).select("x", F.least("x", "m").alias("p"))
+        )
+        # 2. follow the hooks to their roots (local minima, which stay in the graph),
+        #    so every node is renamed exactly once in the whole run
+        movers = _resolve(hook.where(F.col("x") != F.col("p")))
+        moved.append(movers)
+        # 3. contract: rename both ends, drop edges that fell inside one tree
+        pa = movers.select(F.col("nid").alias("a"), F.col("root").alias("pa"))
+        pb = movers.select(F.col("nid").alias("b"), F.col("root").alias("pb"))
+        renamed = (
+            graph.join(pa, "a", "left")
+            .join(pb, "b", "left")
+            .select(F.coalesce("pa", "a").alias("a"), F.coalesce("pb", "b").alias("b"))
+        )
+        graph = materialize(_canonical(renamed).where(F.col("a") != F.col("b")))
+        if logger.isEnabledFor(logging.INFO):  # the count is a Spark job of its own
+            logger.info("closure round %d: %d edges left", rounds, graph.count())
+
+    if not moved:
+        empty = int_edges.sparkSession.createDataFrame([], "nid long, root long")
+        return empty, rounds
+    # every node moves at most once, always to a smaller id: a forest
+    parent = moved[0]
+    for step in moved[1:]:
+        parent = parent.union(step)
+    parent = parent.select(F.col("nid").alias("x"), F.col("root").alias("p"))
+    return _resolve(materialize(parent)), rounds
+
+
+def _resolve(parent: DataFrame) -> DataFrame:
+    """Follow parent pointers ``(x, p)`` to the roots by pointer jumping.
+
+    Each pass doubles the distance covered, so a forest of depth d takes log2(d)
+    passes. Returns ``(nid, root)`` for every ``x``.
+    """
+    current = parent.select(F.col("x").alias("nid"), F.col("p").alias("root"))
+    while True:
+        step = current.alias("c").join(
+            current.alias("n"), F.col("c.root") == F.col("n.nid"), "left"
+        )
+        nxt = step.select(
+            F.col("c.nid").alias("nid"),
+            F.coalesce(F.col("n.root"), F.col("c.root")).alias("root"),
+            F.col("n.root").isNotNull().alias("moved"),
+        )
+        nxt = materialize(nxt)
+        if nxt.where("moved").isEmpty():
+            return nxt.select("nid", "root")
+        current = nxt.select("nid", "root")
