@@ -10,7 +10,7 @@ DBT_ARGS := --project-dir . --profiles-dir .
 export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: run test install install-bench check-java docs bench bench-closure bench-entity-merge bench-upsert bench-bin-packing cluster-up cluster-down databricks-parse lint clean
+.PHONY: run test install install-bench check-java docs bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing cluster-up cluster-down databricks-parse lint clean
 
 ## run: install if needed, then the demo `dbt build` (seeds, models, tests) on embedded Spark
 run: install check-java
@@ -24,9 +24,16 @@ test: install check-java
 docs: install check-java
 	$(DBT) docs generate $(DBT_ARGS)
 
-## bench: every benchmark at three sizes with its baseline: bench/results.json, bench/plots/*.png (about 20 min; BENCH_ARGS="--large" adds larger sizes)
+## bench: every benchmark at three sizes with its baseline: bench/out/results.json, bench/out/plots/*.png, untracked (about 20 min; BENCH_ARGS="--large" adds larger sizes)
 bench: install-bench check-java
 	$(BIN)/python bench/sweep.py $(BENCH_ARGS)
+
+## bench-publish: copy the last `make bench` figures to docs/bench/, which the README shows (commit them on purpose)
+bench-publish:
+	@test -f bench/out/results.json || { echo "bench/out/results.json is missing: run make bench first" >&2; exit 1; }
+	mkdir -p docs/bench/plots
+	cp bench/out/results.json docs/bench/results.json
+	cp bench/out/plots/*.png docs/bench/plots/
 
 ## bench-closure: the closure benchmark (BENCH_ARGS="--sizes 1000000 --no-baseline" for a quick one)
 bench-closure: install check-java

@@ -14,14 +14,16 @@ Runs the four benchmark scripts one after the other, each in a process of its ow
                 groups, against a driver-side first fit.
 
 Baselines are capped in time (--baseline-cap); a capped run is recorded as "did not
-finish" and drawn at the cap. The figures go to bench/results.json (the raw rows of
-each script too) and one log-log plot per benchmark to bench/plots/<name>.png, with
-the fitted slope of each curve (time ~ size^slope) in its legend.
+finish" and drawn at the cap. The figures go to bench/out/results.json (the raw rows
+of each script too) and one log-log plot per benchmark to bench/out/plots/<name>.png,
+with the fitted slope of each curve (time ~ size^slope) in its legend. bench/out/ is
+git-ignored; `make bench-publish` copies a run's figures to docs/bench/, which the
+README shows.
 
 Usage:
   .venv/bin/python bench/sweep.py [--large] [--only closure,upsert] [--baseline-cap 120]
       [--scale 0.01]
-  .venv/bin/python bench/sweep.py --plot-only      # redraw from bench/results.json
+  .venv/bin/python bench/sweep.py --plot-only      # redraw from bench/out/results.json
 """
 
 from __future__ import annotations
@@ -39,9 +41,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-RESULTS = BENCH / "results.json"
-PLOTS = BENCH / "plots"
-OUT = BENCH / "out"
+OUT = BENCH / "out"  # git-ignored: a run never overwrites tracked files
+RESULTS = OUT / "results.json"
+PLOTS = OUT / "plots"
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,9 @@
     {% if resolved.partial_update and resolved.overwrite_non_defaults %}
         {% do dbt_merge._upsert_error('partial_update', 'both partial_update and overwrite_non_defaults are true; only one is allowed') %}
     {% endif %}
+    {% for setting in ['partial_update', 'overwrite_non_defaults'] if resolved.merge_mode == 'custom' and resolved[setting] %}
+        {% do dbt_merge._upsert_error(setting, 'is true, but merge_mode custom renders every column with custom_merger, which ' ~ setting ~ ' would override. Only one is allowed: remove ' ~ setting ~ ' or use another merge_mode') %}
+    {% endfor %}
 
     {% set unique_key = dbt_merge._upsert_names('unique_key', config.get('unique_key')) %}
     {% if not unique_key %}

@@ -287,6 +287,7 @@ NOT_SQL = {
     "_upsert_table_settings": "returns JSON text (stored by _store_upsert_table_settings)",
     "_upsert_update_columns": "returns the column names a MERGE updates",
     "_upsert_order_sql": "an expression, parsed inside the precombine of orders_merge",
+    "_upsert_prepare": "returns the prepared state (a dict); its checks run in orders_merge",
     # auto-merge
     "auto_merge_provenance": "returns the events table (a relation)",
     "_auto_merge_plan_relation": "returns the plan (a relation)",
@@ -297,6 +298,10 @@ SPARK_SESSION_PROVENANCE = (
     "get_incremental_upsert_sql, the dbt-databricks path, refuses provenance "
     "(test_upsert.py::TestUpsertAsCustomStrategy::test_provenance_needs_the_materialization)"
 )
+SPARK_SESSION_FLOW = (
+    "a step of the spark_session adapter's incremental flow; dbt-databricks runs "
+    "get_incremental_upsert_sql alone, which prepares itself (orders_merge)"
+)
 ICEBERG_ONLY = "Iceberg only; runs after _auto_merge_check_iceberg has passed every table"
 NOT_ON_DATABRICKS = {
     "execute_auto_merge": "Iceberg only: a Delta table fails before anything runs "
@@ -304,6 +309,9 @@ NOT_ON_DATABRICKS = {
     "_execute_auto_merge_run": ICEBERG_ONLY,
     "_auto_merge_selected_files": f"reads <table>.data_files; {ICEBERG_ONLY}",
     "_auto_merge_call_sql": f"CALL <catalog>.system.rewrite_data_files; {ICEBERG_ONLY}",
+    "prepare_incremental_upsert": SPARK_SESSION_FLOW,
+    "get_first_run_upsert_sql": SPARK_SESSION_FLOW,
+    "finish_incremental_upsert": SPARK_SESSION_FLOW,
     "_create_upsert_provenance_table": SPARK_SESSION_PROVENANCE,
     "_table_version": "reads a table's history: by the spark_session upsert "
     "materialization's provenance and by the Iceberg-only auto-merge runner",

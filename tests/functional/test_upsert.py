@@ -287,6 +287,28 @@ class TestUpsertConfigErrors(InstallsDbtMerge):
                 },
                 "both partial_update and overwrite_non_defaults are true",
             ),
+            (
+                {
+                    "unique_key": "id",
+                    "precombine_key": "ts",
+                    "merge_mode": "custom",
+                    "custom_merger": "keep_larger",
+                    "partial_update": True,
+                },
+                "config 'partial_update': is true, but merge_mode custom renders every column "
+                "with custom_merger",
+            ),
+            (
+                {
+                    "unique_key": "id",
+                    "precombine_key": "ts",
+                    "merge_mode": "custom",
+                    "custom_merger": "keep_larger",
+                    "overwrite_non_defaults": True,
+                },
+                "config 'overwrite_non_defaults': is true, but merge_mode custom renders every "
+                "column with custom_merger",
+            ),
         ],
     )
     def test_config_errors(self, ready, spark, settings, expected):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import textwrap
 
 from dbt.cli.main import dbtRunner
 
 from tests.conftest import LOG_DIR, ROOT, WAREHOUSE
+from tests.project.installing import write_installing_project
 
 DEMO_ON = """
 models:
@@ -24,39 +24,9 @@ data_tests:
 
 def write_project(tmp_path, extra: str = "", model: str = "orders") -> list[str]:
     """An installing project `shop` with one model; the dbt arguments to run it."""
-    (tmp_path / "models").mkdir()
-    (tmp_path / "dbt_project.yml").write_text(
-        textwrap.dedent(
-            """
-            name: shop
-            version: "1.0"
-            config-version: 2
-            profile: shop
-            models:
-              shop:
-                +file_format: iceberg
-            flags:
-              send_anonymous_usage_stats: false
-            """
-        )
-        + extra
-    )
-    (tmp_path / "packages.yml").write_text(f"packages:\n  - local: {ROOT}\n")
-    (tmp_path / "profiles.yml").write_text(
-        textwrap.dedent(
-            f"""
-            shop:
-              target: dev
-              outputs:
-                dev:
-                  type: spark_session
-                  method: session
-                  schema: shop
-                  warehouse: {WAREHOUSE}
-                  log_dir: {LOG_DIR}
-            """
-        )
-    )
+    write_installing_project(tmp_path, "shop", WAREHOUSE, log_dir=str(LOG_DIR))
+    with (tmp_path / "dbt_project.yml").open("a") as project:
+        project.write(extra)
     (tmp_path / "models" / f"{model}.sql").write_text("select 1 as order_id")
     return ["--project-dir", str(tmp_path), "--profiles-dir", str(tmp_path)]
 

@@ -22,4 +22,3 @@ def setting_message(what: str, model_name: str, setting: str, problem: str, got:
         got: the offending value as it should be shown (already ``repr``-ed if needed).
     """
     return f"dbt_merge {what} in model {model_name}, setting '{setting}': {problem} (got {got})"
-

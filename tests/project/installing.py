@@ -1,0 +1,30 @@
+"""A project that installs dbt_merge with `packages: - local: ...`, as the project
+tests write it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import ROOT
+
+
+def write_installing_project(path: Path, name: str, warehouse: Path, **target: object) -> None:
+    """dbt_project.yml (Iceberg by default), packages.yml and a `spark_session` profile
+    `name` whose dev target writes to `warehouse`; `target` adds profile fields."""
+    (path / "models").mkdir(parents=True, exist_ok=True)
+    project = {
+        "name": name,
+        "version": "1.0",
+        "config-version": 2,
+        "profile": name,
+        "models": {name: {"+file_format": "iceberg"}},
+        "flags": {"send_anonymous_usage_stats": False},
+    }
+    (path / "dbt_project.yml").write_text(yaml.safe_dump(project, sort_keys=False))
+    (path / "packages.yml").write_text(f"packages:\n  - local: {ROOT}\n")
+    dev = {"type": "spark_session", "method": "session", "schema": name}
+    dev.update(warehouse=str(warehouse), **target)
+    profiles = {name: {"target": "dev", "outputs": {"dev": dev}}}
+    (path / "profiles.yml").write_text(yaml.safe_dump(profiles, sort_keys=False))
