@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from dbt_merge.auto_merge.planner import (
+from dbt_merge.auto_merge.iceberg import (
     ALWAYS,
     DELAY,
     NEVER,
