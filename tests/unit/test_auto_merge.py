@@ -11,31 +11,25 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from dbt_merge.auto_merge.iceberg import (
+from dbt_merge.auto_merge.errors import AutoMergeError
+from dbt_merge.auto_merge.files import DataFile, plan_files
+from dbt_merge.auto_merge.layout import TableLayout
+from dbt_merge.auto_merge.mergeability import (
     ALWAYS,
     DELAY,
     NEVER,
     SYSTEM,
     USER,
-    AutoMergeError,
-    AutoMergeSettings,
-    DataFile,
     Mergeability,
-    MergeabilityRule,
-    Range,
-    TableLayout,
     format_duration,
     parse_mergeability,
-    parse_rules,
-    plan_auto_merge,
-    plan_files,
-    plan_merges,
-    plan_partitions,
-    ranges_from_partitions,
-    read_options,
-    resolve_mergeability,
-    verify_merge,
 )
+from dbt_merge.auto_merge.options import read_options
+from dbt_merge.auto_merge.partitions import plan_partitions, ranges_from_partitions
+from dbt_merge.auto_merge.planner import plan_auto_merge, plan_merges, verify_merge
+from dbt_merge.auto_merge.ranges import Range
+from dbt_merge.auto_merge.rules import MergeabilityRule, parse_rules, resolve_mergeability
+from dbt_merge.auto_merge.settings import AutoMergeSettings
 
 T = datetime(2024, 5, 1, 12, 0, 0)
 A = Mergeability.always()
