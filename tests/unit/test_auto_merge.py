@@ -1,6 +1,8 @@
 """Auto-merge planner (no Spark): Accumulo 4.x auto-merge behaviours D1-D12 of SEMANTICS.md.
 
-D13 (the first scan waits one interval) is about scheduling, not planning: no test here.
+D12 (re-check a merge just before it runs) is the runner's: execute_auto_merge skips a
+merge whose files changed since the plan (tests/functional/test_auto_merge_dbt.py). D13
+(the first scan waits one interval) is about scheduling, not planning: no test here.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dbt_merge.auto_merge.mergeability import (
 )
 from dbt_merge.auto_merge.options import read_options
 from dbt_merge.auto_merge.partitions import plan_partitions, ranges_from_partitions
-from dbt_merge.auto_merge.planner import plan_auto_merge, plan_merges, verify_merge
+from dbt_merge.auto_merge.planner import plan_auto_merge
 from dbt_merge.auto_merge.ranges import Range
 from dbt_merge.auto_merge.rules import MergeabilityRule, parse_rules, resolve_mergeability
 from dbt_merge.auto_merge.settings import AutoMergeSettings
@@ -91,12 +93,6 @@ def test_spec_example_merges_around_a_never_range():
     assert "the next range '666' is NEVER" in first.reason, "the first run stops at NEVER"
     assert "it is the last range" in second.reason, "the second run stops at the end"
     assert [d.plan_index for d in plan.decisions] == [0, 0, None, 1, 1], "one decision a range"
-
-
-def test_plan_merges_returns_the_merges_only():
-    ranges = from_splits((333, A), (555, A), (666, N), (999, A), (None, A))
-    merges = plan_merges(ranges, AutoMergeSettings(), T, "m")
-    assert merges == list(plan_auto_merge(ranges, AutoMergeSettings(), T, "m").merges)
 
 
 # -- D2: size threshold over many ranges -------------------------------------------------------
@@ -334,46 +330,6 @@ def test_system_ranges_default_to_always_and_user_ranges_to_never():
 def test_an_explicit_mergeability_wins_over_the_creator_default():
     ranges = [Range("u1", None, 1, created_by="user", mergeability=A), Range("s", 1, None)]
     assert merged_ids(plan_auto_merge(ranges, AutoMergeSettings(), T, "m")) == [["u1", "s"]]
-
-
-# -- D12: re-check just before merging -----------------------------------------------------------
-
-
-def test_verify_passes_when_nothing_changed():
-    ranges = sized(10, 10, 10)
-    plan = plan_auto_merge(ranges, LIMIT_100, T, "m")
-    assert verify_merge(plan.merges[0], ranges, LIMIT_100, T, "m") is None
-
-
-def test_verify_aborts_when_files_grew_past_the_limit():
-    settings = AutoMergeSettings(file_max=10)
-    ranges = sized(0, 0, 0, files=[2, 2, 2])
-    merge = plan_auto_merge(ranges, settings, T, "m").merges[0]
-    grown = sized(0, 0, 0, files=[2, 9, 2])
-    assert verify_merge(merge, grown, settings, T, "m") == (
-        "Aborted merge because it would produce a range with more files than the configured "
-        "limit of 10"
-    )
-
-
-def test_verify_aborts_when_size_grew_or_a_range_became_unmergeable():
-    ranges = sized(10, 10)
-    merge = plan_auto_merge(ranges, LIMIT_100, T, "m").merges[0]
-    assert verify_merge(merge, sized(10, 95), LIMIT_100, T, "m") == (
-        "Aborted merge because it would produce a range with a file size larger than the "
-        "configured limit of 100"
-    )
-    assert verify_merge(merge, sized(10, 10, mergeability=[A, N]), LIMIT_100, T, "m") == (
-        "Aborted merge because one or more ranges in the merge range are unmergeable."
-    )
-
-
-def test_verify_only_looks_at_the_merged_key_range():
-    ranges = sized(10, 10, 10, 10, mergeability=[A, A, N, A])
-    merge = plan_auto_merge(ranges, LIMIT_100, T, "m").merges[0]
-    assert merge.range_ids == ("r0", "r1")
-    bigger_elsewhere = sized(10, 10, 500, 500, mergeability=[A, A, N, A])
-    assert verify_merge(merge, bigger_elsewhere, LIMIT_100, T, "m") is None
 
 
 # -- every range gets one decision; random tables keep the invariants ------------------------------
