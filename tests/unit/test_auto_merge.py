@@ -427,20 +427,16 @@ def test_threshold_one_is_allowed():
     assert AutoMergeSettings(threshold=1, split_threshold=100).validate("m").max_total_size == 100
 
 
-def test_settings_from_config():
-    settings = AutoMergeSettings.from_config({"threshold": 0.5, "file_max": 20}, "m")
-    assert settings == AutoMergeSettings(threshold=0.5, file_max=20)
-    assert AutoMergeSettings.from_config(None, "m") == AutoMergeSettings()
+def test_the_auto_merge_config_is_a_dict_of_known_options():
     with pytest.raises(AutoMergeError) as info:
-        AutoMergeSettings.from_config({"treshold": 0.5}, "m")
+        read_options({"treshold": 0.5}, None, model_name="m")
     assert str(info.value) == (
         "dbt_merge auto-merge in model m, setting 'auto_merge': unknown options [treshold], "
-        "supported: threshold, split_threshold, file_max (got {'treshold': 0.5})"
+        "supported: source, sort_column, threshold, split_threshold, file_max, mergeability, "
+        "created_by, now (got {'treshold': 0.5})"
     )
-    with pytest.raises(AutoMergeError, match=r"setting 'file_max': must be > 0 \(got 0\)"):
-        AutoMergeSettings.from_config({"file_max": 0}, "m")
     with pytest.raises(AutoMergeError) as info:
-        AutoMergeSettings.from_config("fast", "m")
+        read_options("fast", None, model_name="m")
     assert str(info.value) == (
         "dbt_merge auto-merge in model m, setting 'auto_merge': must be a dict of options "
         "(got 'fast')"

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from dbt_merge.auto_merge.errors import setting_error
 
@@ -14,8 +12,7 @@ from dbt_merge.auto_merge.errors import setting_error
 THRESHOLD_DEFAULT = 0.25
 SPLIT_THRESHOLD_DEFAULT = 1024**3
 FILE_MAX_DEFAULT = 10_000
-
-
+# The options that are fields of AutoMergeSettings.
 SETTINGS_KEYS = ("threshold", "split_threshold", "file_max")
 
 
@@ -63,25 +60,3 @@ class AutoMergeSettings:
             if number <= 0:
                 raise setting_error(model_name, name, "must be > 0", repr(number))
         return self
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any] | None, model_name: str) -> AutoMergeSettings:
-        """Settings from a dbt config dict such as ``{"threshold": 0.5, "file_max": 100}``.
-
-        Missing keys take their defaults; the result is validated.
-
-        Raises:
-            AutoMergeError: unknown keys or bad values.
-        """
-        if config is not None and not isinstance(config, Mapping):
-            raise setting_error(model_name, "auto_merge", "must be a dict of options", repr(config))
-        config = dict(config or {})
-        unknown = sorted(str(k) for k in config if k not in SETTINGS_KEYS)
-        if unknown:
-            raise setting_error(
-                model_name,
-                "auto_merge",
-                f"unknown options [{', '.join(unknown)}], supported: " + ", ".join(SETTINGS_KEYS),
-                repr(config),
-            )
-        return cls(**config).validate(model_name)
