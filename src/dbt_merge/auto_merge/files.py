@@ -9,10 +9,16 @@ from datetime import datetime
 from typing import Any
 
 from dbt_merge.auto_merge.errors import setting_error
-from dbt_merge.auto_merge.layout import TableLayout, numbered, partition_predicates, plan_row
+from dbt_merge.auto_merge.layout import (
+    TableLayout,
+    merge_columns,
+    numbered,
+    partition_predicates,
+    plan_row,
+)
 from dbt_merge.auto_merge.mergeability import Mergeability
 from dbt_merge.auto_merge.options import SOURCE_FILES, AutoMergeOptions
-from dbt_merge.auto_merge.planner import plan_auto_merge
+from dbt_merge.auto_merge.planner import RangeDecision, plan_auto_merge
 from dbt_merge.auto_merge.ranges import Range, order_key
 from dbt_merge.auto_merge.rules import resolve_mergeability
 from dbt_merge.core.sql import quote_identifier, typed_literal
@@ -146,23 +152,13 @@ def plan_files(
             key=lambda f: (order_key(f.min_key), order_key(f.max_key), f.path),
         )
         for item in unbounded:
-            rows.append(
-                _file_row(
-                    item,
-                    ids,
-                    options,
-                    layout,
-                    mergeability=None,
-                    rule=None,
-                    action="leave",
-                    reason=REASON_NO_KEY_BOUNDS,
-                    explanation=(
-                        f"the file has no bounds for {options.sort_column} in its metrics "
-                        "(only nulls, or metrics turned off for the column by "
-                        "write.metadata.metrics.*), so it has no place in the key order"
-                    ),
-                )
+            explanation = (
+                f"the file has no bounds for {options.sort_column} in its metrics (only nulls, "
+                "or metrics turned off for the column by write.metadata.metrics.*), so it has "
+                "no place in the key order"
             )
+            decision = RangeDecision(item.path, "leave", REASON_NO_KEY_BOUNDS, explanation)
+            rows.append(_file_row(item, ids, options, layout, decision, None, None))
         _check_no_overlap(bounded, options.sort_column, layout, model_name)
         ranges = []
         rules: dict[str, int | None] = {}
@@ -202,35 +198,18 @@ def plan_files(
         }
         for item, item_range, decision in zip(bounded, ranges, plan.decisions, strict=True):
             merge_values: dict[str, Any] = {}
-            explanation = decision.explanation
             if decision.plan_index is not None:
-                merge = plan.merges[decision.plan_index]
                 members = members_of[decision.plan_index]
-                call_where, files_where = clauses[decision.plan_index]
-                explanation = merge.reason
-                merge_values = {
-                    "merge_index": merge_count + decision.plan_index + 1,
-                    "merge_min_key": members[0].min_key_text,
-                    "merge_max_key": members[-1].max_key_text,
-                    "merge_file_count": merge.file_count,
-                    "merge_size_bytes": merge.size_bytes,
-                    "merge_where": call_where,
-                    "merge_files_where": files_where,
-                }
-            rows.append(
-                _file_row(
-                    item,
-                    ids,
-                    options,
-                    layout,
-                    mergeability=item_range.mergeability,
-                    rule=rules[item_range.range_id],
-                    action=decision.action,
-                    reason=decision.reason,
-                    explanation=explanation,
-                    due_at=decision.due_at,
-                    **merge_values,
+                merge_values = merge_columns(
+                    plan.merges[decision.plan_index],
+                    merge_count + decision.plan_index + 1,
+                    members[0].min_key_text,
+                    members[-1].max_key_text,
+                    clauses[decision.plan_index],
                 )
+            mergeability, rule = item_range.mergeability, rules[item_range.range_id]
+            rows.append(
+                _file_row(item, ids, options, layout, decision, mergeability, rule, **merge_values)
             )
         merge_count += len(plan.merges)
     return numbered(rows)
@@ -241,15 +220,17 @@ def _file_row(
     ids: Mapping[str, str],
     options: AutoMergeOptions,
     layout: TableLayout,
-    *,
+    decision: RangeDecision,
     mergeability: Mergeability | None,
     rule: int | None,
-    **values: Any,
+    **merge_values: Any,
 ) -> dict[str, Any]:
     return plan_row(
-        catalog_name=layout.catalog_name,
-        table_name=layout.table_name,
-        snapshot_id=layout.snapshot_id,
+        layout,
+        options,
+        decision,
+        mergeability,
+        rule,
         source=SOURCE_FILES,
         sort_column=options.sort_column,
         range_id=ids[item.path],
@@ -260,12 +241,7 @@ def _file_row(
         size_bytes=item.size_bytes,
         record_count=item.record_count,
         file_paths=[item.path],
-        mergeability=None if mergeability is None else str(mergeability),
-        mergeability_rule=rule,
-        marked_at=None if mergeability is None else mergeability.marked_at,
-        target_file_size_bytes=options.settings.split_threshold,
-        planned_at=options.now,
-        **values,
+        **merge_values,
     )
 
 

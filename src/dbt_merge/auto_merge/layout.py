@@ -7,6 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dbt_merge.auto_merge.mergeability import Mergeability
+from dbt_merge.auto_merge.options import AutoMergeOptions
+from dbt_merge.auto_merge.planner import MergePlan, RangeDecision
 from dbt_merge.core.sql import quote_identifier, typed_literal
 
 # The plan table: one row per range (file or partition) in key order, with the
@@ -89,15 +92,63 @@ def partition_predicates(
     return predicates
 
 
-def plan_row(**values: Any) -> dict[str, Any]:
+def plan_row(
+    layout: TableLayout,
+    options: AutoMergeOptions,
+    decision: RangeDecision,
+    mergeability: Mergeability | None,
+    rule: int | None,
+    **values: Any,
+) -> dict[str, Any]:
+    """One row of the plan table (``PLAN_COLUMNS``): the table, what the planner
+    decided for the range and why, its mergeability and the rule behind it, the
+    options it was planned with, then ``values`` (the range's own columns; they win)."""
     row = dict.fromkeys(_PLAN_COLUMN_NAMES)
+    row.update(
+        catalog_name=layout.catalog_name,
+        table_name=layout.table_name,
+        snapshot_id=layout.snapshot_id,
+        mergeability=None if mergeability is None else str(mergeability),
+        mergeability_rule=rule,
+        marked_at=None if mergeability is None else mergeability.marked_at,
+        action=decision.action,
+        reason=decision.reason,
+        explanation=decision.explanation,
+        due_at=decision.due_at,
+        target_file_size_bytes=options.settings.split_threshold,
+        planned_at=options.now,
+    )
     unknown = set(values) - set(row)
     assert not unknown, unknown
     row.update(values)
     return row
 
 
+def merge_columns(
+    merge: MergePlan,
+    number: int,
+    min_key: str | None,
+    max_key: str | None,
+    clauses: tuple[str, str] | None,
+) -> dict[str, Any]:
+    """The columns of a merged range's row that describe its merge: the merge's
+    number (from 1 across the table), key range, totals and where clauses (the CALL's,
+    then the files check's; None when no where clause can select it), and as the
+    explanation the merge's reason."""
+    return {
+        "explanation": merge.reason,
+        "merge_index": number,
+        "merge_min_key": min_key,
+        "merge_max_key": max_key,
+        "merge_file_count": merge.file_count,
+        "merge_size_bytes": merge.size_bytes,
+        "merge_where": None if clauses is None else clauses[0],
+        "merge_files_where": None if clauses is None else clauses[1],
+    }
+
+
 def numbered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Sets ``range_index`` (1, 2, ...) of rows in key order."""
     for index, row in enumerate(rows, start=1):
         row["range_index"] = index
     return rows

@@ -7,7 +7,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dbt_merge.auto_merge.errors import setting_error
-from dbt_merge.auto_merge.layout import TableLayout, numbered, partition_predicates, plan_row
+from dbt_merge.auto_merge.layout import (
+    TableLayout,
+    merge_columns,
+    numbered,
+    partition_predicates,
+    plan_row,
+)
 from dbt_merge.auto_merge.mergeability import (
     SYSTEM,
     Mergeability,
@@ -16,7 +22,7 @@ from dbt_merge.auto_merge.mergeability import (
 )
 from dbt_merge.auto_merge.options import SOURCE_PARTITIONS, AutoMergeOptions
 from dbt_merge.auto_merge.planner import plan_auto_merge
-from dbt_merge.auto_merge.ranges import Range, format_key, order_key
+from dbt_merge.auto_merge.ranges import Range, check_count, format_key, order_key
 from dbt_merge.auto_merge.rules import resolve_mergeability
 
 _PARTITION_COLUMNS = ("record_count", "file_count", "total_data_file_size_in_bytes")
@@ -122,13 +128,7 @@ def ranges_from_partitions(
         value = mergeability(row) if callable(mergeability) else mergeability
         counts = {c: row[c] for c in _PARTITION_COLUMNS}
         for column, number in counts.items():
-            if isinstance(number, bool) or not isinstance(number, int) or number < 0:
-                raise setting_error(
-                    model_name,
-                    "partitions",
-                    f"{column} of partition {range_id} must be a whole number >= 0",
-                    repr(number),
-                )
+            check_count(number, f"{column} of partition {range_id}", "partitions", model_name)
         ranges.append(
             Range(
                 range_id=range_id,
@@ -233,37 +233,34 @@ def plan_partitions(
     for item, key, decision in zip(ranges, keys, plan.decisions, strict=True):
         row = by_key[key]
         merge_values: dict[str, Any] = {}
-        explanation = decision.explanation
         if decision.plan_index is not None:
             merge = plan.merges[decision.plan_index]
             member_keys = [
                 k for k, r in zip(keys, ranges, strict=True) if r.range_id in merge.range_ids
             ]
             clauses = partitions_where_clauses([parts(k) for k in member_keys], layout)
-            explanation = merge.reason
+            merge_values = merge_columns(
+                merge,
+                decision.plan_index + 1,
+                text(member_keys[0]),
+                text(member_keys[-1]),
+                clauses,
+            )
             if clauses is None:
-                explanation += (
+                merge_values["explanation"] += (
                     "; not executable: a where clause can only select identity partitions, "
                     f"and {layout.table_name} has partition fields "
                     + ", ".join(n for n, _, _ in parts(key) if n not in layout.identity_fields)
                 )
-            merge_values = {
-                "merge_index": decision.plan_index + 1,
-                "merge_min_key": text(member_keys[0]),
-                "merge_max_key": text(member_keys[-1]),
-                "merge_file_count": merge.file_count,
-                "merge_size_bytes": merge.size_bytes,
-                "merge_where": None if clauses is None else clauses[0],
-                "merge_files_where": None if clauses is None else clauses[1],
-            }
         mergeability, rule = chosen[key]
         out.append(
             plan_row(
-                catalog_name=layout.catalog_name,
-                table_name=layout.table_name,
-                snapshot_id=layout.snapshot_id,
+                layout,
+                options,
+                decision,
+                mergeability,
+                rule,
                 source=SOURCE_PARTITIONS,
-                sort_column=None,
                 range_id=item.range_id,
                 partition=item.range_id if key else None,
                 min_key=text(key),
@@ -272,15 +269,6 @@ def plan_partitions(
                 size_bytes=item.size_bytes,
                 record_count=item.record_count,
                 file_paths=sorted(row.get("file_paths") or []),
-                mergeability=str(mergeability),
-                mergeability_rule=rule,
-                marked_at=mergeability.marked_at,
-                action=decision.action,
-                reason=decision.reason,
-                explanation=explanation,
-                due_at=decision.due_at,
-                target_file_size_bytes=options.settings.split_threshold,
-                planned_at=options.now,
                 **merge_values,
             )
         )

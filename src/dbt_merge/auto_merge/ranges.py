@@ -87,6 +87,14 @@ def upper_bound(key: Any) -> tuple[Any, ...]:
     return (2,) if key is None else (1, order_key(key))
 
 
+def check_count(number: Any, what: str, setting: str, model_name: str) -> None:
+    """A size or a count (``what``, for the message) must be a whole number >= 0."""
+    if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+        raise setting_error(
+            model_name, setting, f"{what} must be a whole number >= 0", repr(number)
+        )
+
+
 def validate_ranges(ranges: Sequence[Range], model_name: str) -> list[Range]:
     checked: list[Range] = []
     seen: set[str] = set()
@@ -103,14 +111,9 @@ def validate_ranges(ranges: Sequence[Range], model_name: str) -> list[Range]:
                 model_name, "created_by", "must be 'system' or 'user'", repr(item.created_by)
             )
         for name in ("size_bytes", "file_count", "record_count"):
-            number = getattr(item, name)
-            if isinstance(number, bool) or not isinstance(number, int) or number < 0:
-                raise setting_error(
-                    model_name,
-                    "ranges",
-                    f"{name} of range {item.range_id!r} must be a whole number >= 0",
-                    repr(number),
-                )
+            check_count(
+                getattr(item, name), f"{name} of range {item.range_id!r}", "ranges", model_name
+            )
         _validate_mergeability(item, model_name)
         checked.append(item)
     prev: Range | None = None
