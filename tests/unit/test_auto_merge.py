@@ -926,6 +926,27 @@ def test_a_rule_without_mergeability_is_a_user_range_never():
 
 
 @pytest.mark.parametrize(
+    "value, counts",
+    [
+        ("DELAY:1h", True),  # stamped with each file's commit: plan_table reads them
+        ({"mode": "delay", "delay": "1h"}, True),
+        (Mergeability.after(timedelta(hours=1), T), True),
+        ({"mode": "DELAY", "delay": "1h", "marked_at": "2024-05-01T00:00:00"}, False),
+        ("NEVER", False),
+        (None, False),
+    ],
+)
+def test_a_delay_rule_without_marked_at_counts_from_the_write(value, counts):
+    (rule,) = parse_rules([{"from": 1, "mergeability": value}], model_name="m")
+    assert rule.counts_from_write is counts
+    stamped = parse_rules(
+        [{"from": 1, "mergeability": "DELAY:1h", "marked_at": "2024-05-01T00:00:00"}],
+        model_name="m",
+    )
+    assert not stamped[0].counts_from_write, "a rule's marked_at is its stamp"
+
+
+@pytest.mark.parametrize(
     "low, high, expected",
     [
         (1, 2, (A, None)),  # meets no rule: the system default

@@ -13,7 +13,7 @@ from typing import Any
 from dbt_merge.auto_merge.errors import setting_error
 from dbt_merge.auto_merge.files import DataFile, plan_files
 from dbt_merge.auto_merge.layout import PLAN_COLUMNS, TableLayout
-from dbt_merge.auto_merge.mergeability import DELAY, Mergeability, local_naive_to_utc, utc_naive
+from dbt_merge.auto_merge.mergeability import local_naive_to_utc, utc_naive
 from dbt_merge.auto_merge.options import PROPERTY_PREFIX, SOURCE_FILES, read_options
 from dbt_merge.auto_merge.partitions import plan_partitions
 from dbt_merge.auto_merge.ranges import order_key
@@ -301,14 +301,10 @@ def _read_files(
         f"cast({metrics}.upper_bound as string) as max_key_text",
     ]
     if partition_types:
-        texts = ", ".join(
-            f"cast(partition.{quote_identifier(name)} as string) as {quote_identifier(name)}"
-            for name in partition_types
-        )
-        columns += ["partition", f"struct({texts}) as partition_text"]
+        columns += ["partition", _partition_text_sql(partition_types)]
     rows = session.sql(f"select {', '.join(columns)} from {metadata}.data_files").collect()
     added: dict[str, datetime | None] = {}
-    if any(rule.marked_at is None and _is_delay(rule.mergeability) for rule in rules):
+    if any(rule.counts_from_write for rule in rules):
         # DELAY rules without marked_at count from the commit that added each file
         written = session.sql(
             f"select e.data_file.file_path as file_path, s.committed_at "
@@ -339,14 +335,6 @@ def _read_files(
     return files
 
 
-def _is_delay(value: Any) -> bool:
-    if isinstance(value, Mergeability):
-        return value.mode == DELAY
-    if isinstance(value, Mapping):
-        return str(value.get("mode", "")).strip().upper() == DELAY and not value.get("marked_at")
-    return isinstance(value, str) and value.strip().upper().startswith(DELAY)
-
-
 def _read_partitions(
     session: Any, metadata: str, partition_types: Mapping[str, str]
 ) -> list[dict[str, Any]]:
@@ -362,15 +350,10 @@ def _read_partitions(
         for row in rows:
             row["file_paths"] = paths
         return rows
-    texts = ", ".join(
-        f"cast(partition.{quote_identifier(name)} as string) as {quote_identifier(name)}"
-        for name in partition_types
-    )
+    text_sql = _partition_text_sql(partition_types)
     rows = [
         r.asDict(recursive=True)
-        for r in session.sql(
-            f"select *, struct({texts}) as partition_text from {metadata}.partitions"
-        ).collect()
+        for r in session.sql(f"select *, {text_sql} from {metadata}.partitions").collect()
     ]
     paths: dict[tuple[Any, ...], list[str]] = {}
     for r in session.sql(
@@ -381,6 +364,16 @@ def _read_partitions(
     for row in rows:
         row["file_paths"] = paths.get(tuple(row["partition"].values()), [])
     return rows
+
+
+def _partition_text_sql(partition_types: Mapping[str, str]) -> str:
+    """The column ``partition_text``: the partition's values as Spark renders them, the
+    text of the plan's keys and of the where clauses' literals."""
+    texts = ", ".join(
+        f"cast(partition.{quote_identifier(name)} as string) as {quote_identifier(name)}"
+        for name in partition_types
+    )
+    return f"struct({texts}) as partition_text"
 
 
 def _plan_dataframe(session: Any, rows: Sequence[Mapping[str, Any]]) -> Any:

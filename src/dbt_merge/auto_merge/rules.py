@@ -49,6 +49,21 @@ class MergeabilityRule:
         """``rule 2`` or ``the single value``, for messages."""
         return f"rule {self.index}" if self.index else "the single value"
 
+    @property
+    def counts_from_write(self) -> bool:
+        """Whether this is a DELAY without ``marked_at``: it counts from when each range
+        was written, so ``plan_table`` must read when each file was added."""
+        value = self.mergeability
+        if self.marked_at is not None:
+            return False
+        if isinstance(value, Mergeability):
+            return value.mode == DELAY
+        if isinstance(value, Mapping):
+            return str(value.get("mode", "")).strip().upper() == DELAY and not value.get(
+                "marked_at"
+            )
+        return isinstance(value, str) and value.strip().upper().startswith(DELAY)
+
 
 def parse_rules(
     value: Any, *, model_name: str, setting: str = "mergeability"
