@@ -10,6 +10,7 @@ class AutoMergeError(DbtMergeError):
 
 
 def setting_error(model_name: str, setting: str, problem: str, got: str) -> AutoMergeError:
+    """``dbt_merge auto-merge in model <model>, setting '<setting>': <problem> (got <got>)``."""
     return AutoMergeError(setting_message("auto-merge", model_name, setting, problem, got))
 
 

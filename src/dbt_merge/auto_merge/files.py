@@ -23,6 +23,7 @@ from dbt_merge.auto_merge.ranges import Range, order_key
 from dbt_merge.auto_merge.rules import resolve_mergeability
 from dbt_merge.core.sql import quote_identifier, typed_literal
 
+# Why a file is left alone before planning (the planner's reasons are in planner.py).
 REASON_NO_KEY_BOUNDS = "no_key_bounds"
 
 

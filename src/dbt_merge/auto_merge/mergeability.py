@@ -21,7 +21,6 @@ SYSTEM = "system"
 USER = "user"
 CREATORS = (SYSTEM, USER)
 
-
 _DURATION_UNITS = {
     "ms": timedelta(milliseconds=1),
     "s": timedelta(seconds=1),
@@ -153,6 +152,7 @@ def parse_duration(value: Any, *, model_name: str, setting: str = "mergeability"
 
 
 def parse_marked_at(value: Any, *, model_name: str) -> datetime:
+    """A DELAY's ``marked_at``: a ``datetime`` or an ISO-8601 timestamp."""
     if isinstance(value, datetime):
         return value
     if isinstance(value, str):

@@ -29,8 +29,6 @@ CREATED_BY_DEFAULT = SYSTEM
 
 # Table properties read by plan_table: dbt_merge.auto_merge.<option>; model config wins.
 PROPERTY_PREFIX = "dbt_merge.auto_merge."
-
-
 _PROPERTY_OPTIONS = (
     "source",
     "sort_column",

@@ -25,6 +25,7 @@ from dbt_merge.auto_merge.planner import plan_auto_merge
 from dbt_merge.auto_merge.ranges import Range, check_count, format_key, order_key
 from dbt_merge.auto_merge.rules import resolve_mergeability
 
+# The columns of <table>.partitions a range is made of.
 _PARTITION_COLUMNS = ("record_count", "file_count", "total_data_file_size_in_bytes")
 
 

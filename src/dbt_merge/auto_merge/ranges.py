@@ -72,18 +72,23 @@ def format_key_range(lower: Any, upper: Any) -> str:
 
 
 def order_key(key: Any) -> Any:
-    # Keys compare as they are, except nulls inside tuple keys sort first (as Spark's
-    # ascending order does), so partition keys with null fields stay comparable.
+    """A key to sort and compare by: keys compare as they are, except nulls inside tuple
+    keys sort first (as Spark's ascending order does), so partition keys with null
+    fields stay comparable."""
     if isinstance(key, tuple):
         return tuple((0,) if part is None else (1, order_key(part)) for part in key)
     return key
 
 
 def lower_bound(key: Any) -> tuple[Any, ...]:
+    """Where an exclusive lower key sits in key order; None (-inf) before every key."""
     return (0,) if key is None else (1, order_key(key))
 
 
 def upper_bound(key: Any) -> tuple[Any, ...]:
+    """Where an inclusive upper key sits in key order; None (+inf) after every key. A
+    range is contiguous with the next when its ``upper_bound`` is the next's
+    ``lower_bound``."""
     return (2,) if key is None else (1, order_key(key))
 
 
@@ -96,6 +101,12 @@ def check_count(number: Any, what: str, setting: str, model_name: str) -> None:
 
 
 def validate_ranges(ranges: Sequence[Range], model_name: str) -> list[Range]:
+    """The ranges as a list, once each is a ``Range`` with a unique id, a known creator,
+    counts >= 0 and a complete mergeability, and all are in key order without overlaps.
+
+    Raises:
+        AutoMergeError: naming the first range that fails, and why.
+    """
     checked: list[Range] = []
     seen: set[str] = set()
     for item in ranges:
