@@ -85,6 +85,24 @@ class Mergeability:
             return now >= self.due_at
         return False
 
+    def problem(self, where: str) -> tuple[str, Any] | None:
+        """What makes a mergeability built by hand unusable, and the value at fault:
+        an unknown mode, or a DELAY without a duration >= 0 or without ``marked_at``
+        (``parse_mergeability`` never returns one). ``where`` names it in the text,
+        e.g. ``of range 'a'``. None when it is complete."""
+        if self.mode not in MODES:
+            return f"unknown mergeability {where}, expected NEVER, ALWAYS or DELAY", self.mode
+        if self.mode != DELAY:
+            return None
+        if not isinstance(self.delay, timedelta):
+            return f"DELAY {where} needs a duration, e.g. DELAY:1h or DELAY 3600s", self.delay
+        if self.delay < timedelta():
+            return "a delay must be >= 0", self.delay
+        if not isinstance(self.marked_at, datetime):
+            problem = "needs the time it was marked (marked_at) to know when it is due"
+            return f"DELAY {where} {problem}", self.marked_at
+        return None
+
     def __str__(self) -> str:
         if self.mode == DELAY and self.delay is not None:
             return f"DELAY:{format_duration(self.delay)}"

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any
 
 from dbt_merge.auto_merge.errors import setting_error
 from dbt_merge.auto_merge.mergeability import (
     CREATORS,
-    DELAY,
-    MODES,
     SYSTEM,
     Mergeability,
     default_mergeability,
@@ -177,30 +174,6 @@ def _validate_mergeability(item: Range, model_name: str) -> None:
         raise setting_error(
             model_name, "mergeability", f"{where} must be a Mergeability", repr(mergeability)
         )
-    if mergeability.mode not in MODES:
-        raise setting_error(
-            model_name,
-            "mergeability",
-            f"unknown mergeability {where}, expected NEVER, ALWAYS or DELAY",
-            repr(mergeability.mode),
-        )
-    if mergeability.mode != DELAY:
-        return
-    if not isinstance(mergeability.delay, timedelta):
-        raise setting_error(
-            model_name,
-            "mergeability",
-            f"DELAY {where} needs a duration, e.g. DELAY:1h or DELAY 3600s",
-            repr(mergeability.delay),
-        )
-    if mergeability.delay < timedelta():
-        raise setting_error(
-            model_name, "mergeability", "a delay must be >= 0", repr(mergeability.delay)
-        )
-    if not isinstance(mergeability.marked_at, datetime):
-        raise setting_error(
-            model_name,
-            "mergeability",
-            f"DELAY {where} needs the time it was marked (marked_at) to know when it is due",
-            repr(mergeability.marked_at),
-        )
+    problem = mergeability.problem(where)
+    if problem is not None:
+        raise setting_error(model_name, "mergeability", problem[0], repr(problem[1]))
