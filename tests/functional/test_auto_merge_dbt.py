@@ -225,10 +225,15 @@ class TestAutoMergeOnIceberg(InstallsDbtMerge):
         assert events[-1]["snapshot_id"] == snapshot
         assert all(e["invocation_id"] and e["plan_model"] == "days_plan" for e in events)
 
-        # 4. the same plan again: stale, nothing runs
+        # 4. the same plan again: stale, nothing runs. The runner re-checks each merge
+        #    just before it (Accumulo's VerifyMergeability, SEMANTICS.md D12): its files
+        #    were rewritten, so the planned ones are gone and a new one is in the range.
         after = table_state(spark, table)
         output = execute("days_plan", True)
         assert output.count("the plan is stale") == 3, output[-800:]
+        assert "4 planned file(s) are no longer in the table" in output, output[-1500:]
+        assert output.count("2 planned file(s) are no longer in the table") == 2
+        assert output.count("would also rewrite 1 file(s) not in the plan") == 3
         assert "0 merge(s) executed" in output and "3 skipped" in output
         assert table_state(spark, table) == after
         count = spark.sql(f"select count(*) from {schema}.auto_merge_provenance").first()[0]

@@ -1,6 +1,7 @@
 """Auto-merge of small contiguous ranges (SPEC §4), after Accumulo: the planner a dbt
 Python model calls. The runner is the run-operation ``dbt_merge.execute_auto_merge``."""
 
-from dbt_merge.auto_merge.planner import AutoMergeError, plan_table
+from dbt_merge.auto_merge.errors import AutoMergeError
+from dbt_merge.auto_merge.iceberg import plan_table
 
 __all__ = ["AutoMergeError", "plan_table"]
