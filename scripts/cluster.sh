@@ -23,7 +23,10 @@
 #   DBT_MERGE_CLUSTER_WORKER_MEMORY   memory each worker offers executors   (2g: the profile's
 #                                     executor memory, DBT_MERGE_EXECUTOR_MEMORY, must fit)
 #   DBT_MERGE_CLUSTER_DAEMON_MEMORY   heap of the master and worker JVMs    (512m)
-#   DBT_MERGE_CLUSTER_TIMEOUT         seconds `up` waits for the workers    (90)
+#   DBT_MERGE_CLUSTER_TIMEOUT         seconds `up` waits for the master and workers (300);
+#                                     it polls with back-off (0.2 s doubling to 5 s) and
+#                                     says every DBT_MERGE_CLUSTER_PROGRESS seconds (10)
+#                                     what it is still waiting for
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -38,7 +41,8 @@ WORKERS=${DBT_MERGE_CLUSTER_WORKERS:-2}
 WORKER_CORES=${DBT_MERGE_CLUSTER_WORKER_CORES:-1}
 WORKER_MEMORY=${DBT_MERGE_CLUSTER_WORKER_MEMORY:-2g}
 DAEMON_MEMORY=${DBT_MERGE_CLUSTER_DAEMON_MEMORY:-512m}
-TIMEOUT=${DBT_MERGE_CLUSTER_TIMEOUT:-90}
+TIMEOUT=${DBT_MERGE_CLUSTER_TIMEOUT:-300}
+PROGRESS=${DBT_MERGE_CLUSTER_PROGRESS:-10}
 
 MASTER_URL="spark://$HOST:$MASTER_PORT"
 UI_URL="http://$HOST:$MASTER_UI_PORT"
@@ -49,6 +53,20 @@ LOGS=$DIR/logs
 PIDS=$DIR/pids
 
 say() { printf 'cluster: %s\n' "$*"; }
+
+# waiting with back-off: `pause` sleeps 0.2 s, doubling up to 5 s; `waiting WHAT`
+# reports progress every PROGRESS seconds while `up` waits (reset_wait starts over)
+reset_wait() { delay=0.2; waited_from=$SECONDS; reported_at=$SECONDS; }
+pause() {
+  sleep "$delay"
+  delay=$(awk -v d="$delay" 'BEGIN { d *= 2; if (d > 5) d = 5; print d }')
+}
+waiting() {
+  if [ $((SECONDS - reported_at)) -ge "$PROGRESS" ]; then
+    say "waiting $((SECONDS - waited_from))s of ${TIMEOUT}s for: $*"
+    reported_at=$SECONDS
+  fi
+}
 die() { printf 'cluster: %s\n' "$*" >&2; exit 1; }
 
 names() {
@@ -166,6 +184,7 @@ up() {
   fi
   # workers register at once when the master already listens
   local deadline=$((SECONDS + TIMEOUT))
+  reset_wait
   until port_busy "$MASTER_PORT"; do
     pid=$(live_pid master)
     if [ -z "$pid" ]; then
@@ -175,7 +194,8 @@ up() {
       exit 1
     fi
     [ $SECONDS -lt $deadline ] || break
-    sleep 0.2
+    waiting "the master to listen on $HOST:$MASTER_PORT"
+    pause
   done
   for ((i = 1; i <= WORKERS; i++)); do
     [ -z "$(live_pid "worker-$i")" ] || continue
@@ -192,6 +212,7 @@ up() {
   done
 
   local alive=-1 missing
+  reset_wait
   while :; do
     missing=""
     for name in $(names); do
@@ -215,7 +236,9 @@ up() {
       down >&2 || true
       exit 1
     fi
-    sleep 0.3
+    local what=${missing# }
+    waiting "${what:-the master to list every worker as alive} ($alive of $WORKERS alive)"
+    pause
   done
   if [ $started = 0 ]; then say "already up"; else say "up"; fi
   say "master $MASTER_URL (UI $UI_URL), $alive workers x $WORKER_CORES core(s), $WORKER_MEMORY each"
@@ -224,13 +247,23 @@ up() {
   fi
 }
 
+# A launched process leads a session of its own (setsid): its target is then its whole
+# process group, which also holds what spark-class runs before it execs java (a
+# subshell and the launcher JVM). Without setsid, the process alone.
+target() {
+  local pgid
+  pgid=$(ps -o pgid= -p "$1" 2>/dev/null | tr -d ' ')
+  if [ "$pgid" = "$1" ]; then echo "-$1"; else echo "$1"; fi
+}
+
 # stop the pids of the pid files (workers first), wait until they are gone
 down() {
   local name pid pids=() i
   for name in $(names | sort -r); do  # workers first (worker-N ... worker-1), then master
     pid=$(live_pid "$name")
     if [ -n "$pid" ]; then
-      kill -TERM "$pid" 2>/dev/null || true
+      pid=$(target "$pid")
+      kill -TERM -- "$pid" 2>/dev/null || true
       pids+=("$name:$pid")
     fi
   done
@@ -241,15 +274,15 @@ down() {
   fi
   for entry in "${pids[@]}"; do
     name=${entry%%:*} pid=${entry#*:}
-    for ((i = 0; i < 150; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    if kill -0 "$pid" 2>/dev/null; then
-      say "$name (pid $pid) did not stop within 30 s: killing it"
-      kill -KILL "$pid" 2>/dev/null || true
-      for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    for ((i = 0; i < 150; i++)); do kill -0 -- "$pid" 2>/dev/null || break; sleep 0.2; done
+    if kill -0 -- "$pid" 2>/dev/null; then
+      say "$name (pid ${pid#-}) did not stop within 30 s: killing it"
+      kill -KILL -- "$pid" 2>/dev/null || true
+      for ((i = 0; i < 50; i++)); do kill -0 -- "$pid" 2>/dev/null || break; sleep 0.1; done
     fi
-    if kill -0 "$pid" 2>/dev/null; then die "$name (pid $pid) is still running"; fi
+    if kill -0 -- "$pid" 2>/dev/null; then die "$name (pid ${pid#-}) is still running"; fi
     rm -f "$PIDS/$name.pid"
-    say "stopped $name (pid $pid)"
+    say "stopped $name (pid ${pid#-})"
   done
   rm -f "$PIDS"/*.pid 2>/dev/null || true
 }

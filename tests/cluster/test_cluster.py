@@ -57,7 +57,7 @@ DATA_FILE = re.compile(
     r"[^\"\s,\[\]]*\.(?:parquet|avro|orc)"
 )
 BUILD_TIMEOUT = 900  # seconds for one demo build (about 1-3 minutes on 2 cores)
-CLUSTER_TIMEOUT = 120  # seconds for `cluster.sh up` (about 15 s)
+CLUSTER_TIMEOUT = 420  # seconds for `cluster.sh up` (about 15 s; it waits up to 300 s)
 
 
 def _free_ports(count: int) -> list[int]:
@@ -340,3 +340,30 @@ def test_cluster_build_stores_what_the_local_build_stores(spark, builds):
         row_count += len(rows)
     assert differences == [], "\n".join(differences)
     assert row_count > 5000, "the demo's tables are not empty"
+
+
+@pytest.mark.cluster
+def test_a_slow_start_is_waited_for_with_progress_then_named(tmp_path):
+    """`up` says what it waits for while it waits, and when its limit passes it names
+    what was missing and stops what it started: here a limit of 2 s, which no JVM meets."""
+    master_port, ui_port = _free_ports(2)
+    env = {
+        **_env(),
+        "DBT_MERGE_CLUSTER_DIR": str(tmp_path / "cluster"),
+        "DBT_MERGE_CLUSTER_PYTHON": sys.executable,
+        "DBT_MERGE_CLUSTER_MASTER_PORT": str(master_port),
+        "DBT_MERGE_CLUSTER_MASTER_UI_PORT": str(ui_port),
+        "DBT_MERGE_CLUSTER_WORKER_UI_PORT": "0",
+        "DBT_MERGE_CLUSTER_WORKER_PORT": "0",
+        "DBT_MERGE_CLUSTER_TIMEOUT": "2",
+        "DBT_MERGE_CLUSTER_PROGRESS": "0",
+    }
+    try:
+        up = _cluster("up", env)
+        assert up.returncode == 1, f"2 s is too short for a JVM:\n{up.stdout}\n{up.stderr}"
+        assert "cluster: waiting " in up.stdout and "of 2s for: " in up.stdout, up.stdout
+        assert "cluster: not up after 2s:" in up.stderr, up.stderr
+        assert "not registered" in up.stderr, "the missing workers are named"
+    finally:
+        _cluster("down", env)
+    assert _processes_of(tmp_path / "cluster") == {}, "nothing of it is left running"
