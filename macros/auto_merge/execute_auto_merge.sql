@@ -39,12 +39,14 @@
     {% endfor %}
     {% set done = outcomes | selectattr('status', 'equalto', 'merged') | list %}
     {% set planned = outcomes | selectattr('status', 'equalto', 'planned') | list %}
-    {% set skipped = outcomes | rejectattr('status', 'in', ['merged', 'planned']) | list %}
+    {% set recorded = outcomes | selectattr('status', 'equalto', 'recorded') | list %}
+    {% set skipped = outcomes | rejectattr('status', 'in', ['merged', 'planned', 'recorded']) | list %}
     {% if execute %}
         {% set summary -%}
             auto-merge of {{ plan_relation }}: {{ done | length }} merge(s) executed,
             {{- ' ' ~ (done | sum(attribute='files_before')) }} files -> {{ done | sum(attribute='files_after') }},
             {{- ' ' ~ (skipped | length) }} skipped
+            {%- if recorded %}, {{ recorded | length }} event(s) recorded for merges a stopped run executed{% endif %}
         {%- endset %}
     {% else %}
         {% set summary -%}
@@ -153,6 +155,14 @@
     {% set before = dbt_merge._auto_merge_selected_files(table, merge['merge_files_where']) %}
     {% set gone = planned | reject('in', before) | list %}
     {% set extra = before | reject('in', planned) | list %}
+    {% if execute and planned and gone | length == planned | length %}
+        {% set missed = dbt_merge._auto_merge_record_missed(plan_relation, table, merge, planned) %}
+        {% if missed is not none %}
+            {% do log('auto-merge: ' ~ label ~ ' was executed in snapshot ' ~ missed ~ ' by a run that stopped before recording it; its JOIN event is recorded now', info=true) %}
+            {% do outcome.update({'status': 'recorded', 'snapshot_id': missed}) %}
+            {{ return(outcome) }}
+        {% endif %}
+    {% endif %}
     {% if gone or extra %}
         {% set msg -%}
             auto-merge: skipped {{ label }}: the plan is stale, the table changed since it was made
@@ -172,7 +182,9 @@
     {% endif %}
 
     {#-- 2. rewrite, then read what the commit replaced --#}
+    {% do dbt_merge._failpoint('auto_merge.before_rewrite') %}
     {% set result = run_query(call_sql).rows[0] %}
+    {% do dbt_merge._failpoint('auto_merge.after_rewrite') %}
     {% set after = dbt_merge._auto_merge_selected_files(table, merge['merge_files_where']) %}
     {% set parents = before | reject('in', after) | list %}
     {% set children = after | reject('in', before) | list %}
@@ -187,6 +199,7 @@
         {% do run_query(dbt_merge.get_create_auto_merge_provenance_sql(events)) %}
         {% do run_query(dbt_merge._auto_merge_event_sql(events, plan_relation, table, merge, parents, children, result, snapshot)) %}
     {% endif %}
+    {% do dbt_merge._failpoint('auto_merge.after_provenance') %}
     {% do log('auto-merge: executed ' ~ label ~ ': rewrote ' ~ result['rewritten_data_files_count'] ~ ' file(s) into ' ~ result['added_data_files_count'] ~ ' in snapshot ' ~ snapshot, info=true) %}
     {% do outcome.update({'status': 'merged', 'files_before': parents | length, 'files_after': children | length, 'snapshot_id': snapshot}) %}
     {{ return(outcome) }}

@@ -381,3 +381,90 @@ class TestAutoMergeBadInput(InstallsDbtMerge):
             "dbt_merge auto-merge in model bad_property, setting "
             "'dbt_merge.auto_merge.file_max': must be > 0 (got 0)" in text
         ), text[-3000:]
+
+
+CRASH_PLAN_YML = """
+version: 2
+models:
+  - name: crash_plan
+    config:
+      auto_merge: {sort_column: day_date, threshold: 1, split_threshold: 4400,
+                   now: "2024-01-20T00:00:00"}
+"""
+FAIL_POINTS = [
+    "auto_merge.before_rewrite",
+    "auto_merge.after_rewrite",
+    "auto_merge.after_provenance",
+]
+
+
+class TestAutoMergeFailures(InstallsDbtMerge):
+    """A run stopped at each commit boundary of the runner (DBT_MERGE_FAIL_AT): what is
+    stored after the failure, and a plain re-run against a run that never failed."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "crash_days.py": DAYS_MODEL,
+            "crash_plan.py": PLAN_MODEL.format(table="crash_days"),
+            "crash_plan.yml": CRASH_PLAN_YML,
+        }
+
+    def fresh(self, spark, schema):
+        """The twelve-file table, its plan, and no events yet."""
+        spark.sql(f"drop table if exists {schema}.auto_merge_provenance")
+        run_dbt(["run", "--select", "crash_days", "crash_plan"])
+        return table_state(spark, f"{schema}.crash_days")
+
+    def outcome(self, spark, schema):
+        """What a finished execution left: rows, file count, and the events by merge."""
+        files, _, rows = table_state(spark, f"{schema}.crash_days")
+        events = spark.sql(
+            f"select merge_index, min_key, max_key, size(parent_ids) as parents, "
+            f"size(child_ids) as children from {schema}.auto_merge_provenance "
+            "order by merge_index"
+        ).collect()
+        return rows, len(files), [tuple(e) for e in events]
+
+    def test_each_boundary_then_a_plain_run(self, project, spark, monkeypatch):
+        schema = project.test_schema
+        run_dbt(["deps"])
+        self.fresh(spark, schema)
+        execute("crash_plan", True)
+        clean = self.outcome(spark, schema)
+        assert clean[1] == 12 - 11 + 3 and len(clean[2]) == 3, "4 + 4 + 3 files, one each"
+
+        for point in FAIL_POINTS:
+            before = self.fresh(spark, schema)
+            monkeypatch.setenv("DBT_MERGE_FAIL_AT", point)
+            _, output = run_dbt_and_capture(
+                [
+                    "run-operation",
+                    "dbt_merge.execute_auto_merge",
+                    "--args",
+                    json.dumps({"plan": "crash_plan", "execute": True}),
+                ],
+                expect_pass=False,
+            )
+            assert f"injected failure at {point}" in output, output[-1500:]
+            monkeypatch.delenv("DBT_MERGE_FAIL_AT")
+
+            # after the failure: readable, the same rows, the first merge done or not
+            files, _, rows = table_state(spark, f"{schema}.crash_days")
+            assert rows == before[2], f"{point}: every row readable and unchanged"
+            rewritten = point != "auto_merge.before_rewrite"
+            assert len(files) == (12 - 4 + 1 if rewritten else 12), (point, len(files))
+            events = f"{schema}.auto_merge_provenance"
+            recorded = (
+                spark.sql(f"select count(*) from {events}").first()[0]
+                if spark.catalog.tableExists(events)
+                else 0
+            )
+            assert recorded == (1 if point == "auto_merge.after_provenance" else 0), point
+
+            # a plain re-run of the same plan finishes the work, events included
+            output = execute("crash_plan", True)
+            if point == "auto_merge.after_rewrite":
+                assert "by a run that stopped before recording it" in output, output[-1500:]
+                assert "1 event(s) recorded for merges a stopped run executed" in output
+            assert self.outcome(spark, schema) == clean, f"{point}: as if it never failed"

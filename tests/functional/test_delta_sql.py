@@ -277,6 +277,7 @@ NOT_SQL = {
     # core
     "_sql_string": "a string literal, parsed inside the statements that use it",
     "_provenance_stamp_sql": "two columns, parsed inside every provenance statement",
+    "_failpoint": "raises an injected failure, or renders nothing",
     # upsert
     "upsert_config": "returns the resolved settings (a dict)",
     "upsert_provenance": "returns the events table (a relation)",
@@ -309,6 +310,7 @@ NOT_ON_DATABRICKS = {
     "_execute_auto_merge_run": ICEBERG_ONLY,
     "_auto_merge_selected_files": f"reads <table>.data_files; {ICEBERG_ONLY}",
     "_auto_merge_call_sql": f"CALL <catalog>.system.rewrite_data_files; {ICEBERG_ONLY}",
+    "_auto_merge_record_missed": f"reads <table>.all_entries and snapshots; {ICEBERG_ONLY}",
     "prepare_incremental_upsert": SPARK_SESSION_FLOW,
     "get_first_run_upsert_sql": SPARK_SESSION_FLOW,
     "finish_incremental_upsert": SPARK_SESSION_FLOW,
