@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from dbt_merge.bin_packing.engine import (
+from dbt_merge.bin_packing.spark import (
     BIN_MANAGER_FULL,
     CONFLICTING_FRAGMENT_COUNT,
     DUPLICATE_FRAGMENT_INDEX,

@@ -1,7 +1,7 @@
 """Bin packing and defragment (SPEC §3), after NiFi's MergeContent: the functions a
 dbt Python model calls."""
 
-from dbt_merge.bin_packing.engine import (
+from dbt_merge.bin_packing.spark import (
     BinPackingError,
     bin_pack,
     defragment,
