@@ -12,17 +12,19 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from dbt_merge.bin_packing.spark import (
+from dbt_merge.bin_packing.settings import (
     BIN_MANAGER_FULL,
-    BIN_SCHEMA,
     CONFLICTING_FRAGMENT_COUNT,
-    DEFRAGMENT_SCHEMA,
     DUPLICATE_FRAGMENT_INDEX,
     INVALID_FRAGMENT_INDEX,
     MAX_ENTRIES_THRESHOLD_REACHED,
-    OFFLINE_SCHEMA,
     BinPackingError,
     BinPackingSettings,
+)
+from dbt_merge.bin_packing.spark import (
+    BIN_SCHEMA,
+    DEFRAGMENT_SCHEMA,
+    OFFLINE_SCHEMA,
     Item,
     bin_pack,
     defragment,

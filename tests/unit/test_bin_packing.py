@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from dbt_merge.bin_packing.spark import (
+from dbt_merge.bin_packing.settings import (
     BIN_MANAGER_FULL,
     CONFLICTING_FRAGMENT_COUNT,
     DUPLICATE_FRAGMENT_INDEX,
@@ -29,10 +29,12 @@ from dbt_merge.bin_packing.spark import (
     MIN_THRESHOLDS_REACHED,
     PENDING,
     TIMEOUT,
-    Bin,
-    BinPacker,
     BinPackingError,
     BinPackingSettings,
+)
+from dbt_merge.bin_packing.spark import (
+    Bin,
+    BinPacker,
     Item,
     _FirstFitIndex,
     defragment_items,

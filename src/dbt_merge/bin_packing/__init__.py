@@ -1,8 +1,8 @@
 """Bin packing and defragment (SPEC §3), after NiFi's MergeContent: the functions a
 dbt Python model calls."""
 
+from dbt_merge.bin_packing.settings import BinPackingError
 from dbt_merge.bin_packing.spark import (
-    BinPackingError,
     bin_pack,
     defragment,
     offline_report,
