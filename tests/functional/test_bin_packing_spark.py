@@ -12,6 +12,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from dbt_merge.bin_packing.packer import (
+    Item,
+    pack_items,
+)
 from dbt_merge.bin_packing.settings import (
     BIN_MANAGER_FULL,
     CONFLICTING_FRAGMENT_COUNT,
@@ -25,11 +29,9 @@ from dbt_merge.bin_packing.spark import (
     BIN_SCHEMA,
     DEFRAGMENT_SCHEMA,
     OFFLINE_SCHEMA,
-    Item,
     bin_pack,
     defragment,
     offline_report,
-    pack_items,
     plan_offline,
     plan_offline_items,
 )

@@ -13,6 +13,15 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from dbt_merge.bin_packing.first_fit import (
+    _FirstFitIndex,
+)
+from dbt_merge.bin_packing.packer import (
+    Bin,
+    BinPacker,
+    Item,
+    pack_items,
+)
 from dbt_merge.bin_packing.settings import (
     BIN_MANAGER_FULL,
     CONFLICTING_FRAGMENT_COUNT,
@@ -33,12 +42,7 @@ from dbt_merge.bin_packing.settings import (
     BinPackingSettings,
 )
 from dbt_merge.bin_packing.spark import (
-    Bin,
-    BinPacker,
-    Item,
-    _FirstFitIndex,
     defragment_items,
-    pack_items,
     plan_offline_items,
 )
 
