@@ -12,6 +12,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from dbt_merge.bin_packing.offline import (
+    plan_offline_items,
+)
 from dbt_merge.bin_packing.packer import (
     Item,
     pack_items,
@@ -33,7 +36,6 @@ from dbt_merge.bin_packing.spark import (
     defragment,
     offline_report,
     plan_offline,
-    plan_offline_items,
 )
 
 pytestmark = pytest.mark.spark

@@ -13,8 +13,14 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from dbt_merge.bin_packing.defragmenter import (
+    defragment_items,
+)
 from dbt_merge.bin_packing.first_fit import (
     _FirstFitIndex,
+)
+from dbt_merge.bin_packing.offline import (
+    plan_offline_items,
 )
 from dbt_merge.bin_packing.packer import (
     Bin,
@@ -40,10 +46,6 @@ from dbt_merge.bin_packing.settings import (
     TIMEOUT,
     BinPackingError,
     BinPackingSettings,
-)
-from dbt_merge.bin_packing.spark import (
-    defragment_items,
-    plan_offline_items,
 )
 
 T0 = datetime(2024, 1, 1)
