@@ -12,9 +12,12 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from dbt_merge.bin_packing.offline import (
-    plan_offline_items,
+from dbt_merge.bin_packing.frames import (
+    BIN_SCHEMA,
+    DEFRAGMENT_SCHEMA,
+    OFFLINE_SCHEMA,
 )
+from dbt_merge.bin_packing.offline import plan_offline_items
 from dbt_merge.bin_packing.packer import (
     Item,
     pack_items,
@@ -29,9 +32,6 @@ from dbt_merge.bin_packing.settings import (
     BinPackingSettings,
 )
 from dbt_merge.bin_packing.spark import (
-    BIN_SCHEMA,
-    DEFRAGMENT_SCHEMA,
-    OFFLINE_SCHEMA,
     bin_pack,
     defragment,
     offline_report,

@@ -13,15 +13,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from dbt_merge.bin_packing.defragmenter import (
-    defragment_items,
-)
-from dbt_merge.bin_packing.first_fit import (
-    _FirstFitIndex,
-)
-from dbt_merge.bin_packing.offline import (
-    plan_offline_items,
-)
+from dbt_merge.bin_packing.defragmenter import defragment_items
+from dbt_merge.bin_packing.first_fit import _FirstFitIndex
+from dbt_merge.bin_packing.offline import plan_offline_items
 from dbt_merge.bin_packing.packer import (
     Bin,
     BinPacker,

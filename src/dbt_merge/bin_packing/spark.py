@@ -7,32 +7,24 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    BooleanType,
-    DateType,
-    DoubleType,
-    IntegralType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-)
+from pyspark.sql.types import IntegralType
 
+from dbt_merge.bin_packing.checks import _check_columns, _check_rows, _check_stream, _check_type
 from dbt_merge.bin_packing.defragmenter import DefragBin, _defragment
-from dbt_merge.bin_packing.offline import plan_offline_items
-from dbt_merge.bin_packing.packer import (
-    Bin,
-    _pack,
+from dbt_merge.bin_packing.frames import (
+    BIN_SCHEMA,
+    DEFRAGMENT_SCHEMA,
+    OFFLINE_SCHEMA,
+    _frame,
+    _optional_ints,
 )
+from dbt_merge.bin_packing.offline import plan_offline_items
+from dbt_merge.bin_packing.packer import Bin, _pack
 from dbt_merge.bin_packing.settings import (
     MAX_BIN_AGE_DEFAULT,
     MAX_BINS_DEFAULT,
@@ -54,229 +46,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 logger = logging.getLogger(__name__)
-
-_MICROSECOND = timedelta(microseconds=1)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-BIN_SCHEMA = StructType(
-    [
-        StructField("bin_id", StringType(), False),
-        StructField("schema_value", StringType(), True),
-        StructField("correlation_value", StringType(), True),
-        StructField("entries", LongType(), False),
-        StructField("bytes", LongType(), False),
-        StructField("members", ArrayType(StringType(), False), False),
-        StructField("status", StringType(), False),
-        StructField("merge_reason", StringType(), True),
-        StructField("opened_at", TimestampType(), False),
-        StructField("merged_at", TimestampType(), True),
-    ]
-)
-"""One row per bin of ``bin_pack``; ``members`` in arrival order."""
-
-OFFLINE_SCHEMA = StructType(
-    [
-        StructField("bin_id", StringType(), False),
-        StructField("schema_value", StringType(), True),
-        StructField("correlation_value", StringType(), True),
-        StructField("entries", LongType(), False),
-        StructField("bytes", LongType(), False),
-        StructField("members", ArrayType(StringType(), False), False),
-        StructField("is_oversized", BooleanType(), False),
-    ]
-)
-"""One row per planned bin of ``plan_offline``; ``members`` in placement order."""
-
-OFFLINE_REPORT_SCHEMA = StructType(
-    [
-        StructField("level", StringType(), False),
-        StructField("schema_value", StringType(), True),
-        StructField("correlation_value", StringType(), True),
-        StructField("items", LongType(), False),
-        StructField("bytes", LongType(), False),
-        StructField("oversized", LongType(), False),
-        StructField("bins", LongType(), False),
-        StructField("lower_bound", LongType(), False),
-        StructField("bins_over_lower_bound", DoubleType(), True),
-    ]
-)
-"""One row per group (``level='group'``) plus one ``level='total'`` row."""
-
-DEFRAGMENT_SCHEMA = StructType(
-    [
-        StructField("bin_id", StringType(), False),
-        StructField("fragment_identifier", StringType(), True),
-        StructField("fragment_count", LongType(), True),
-        StructField("entries", LongType(), False),
-        StructField("members", ArrayType(StringType(), False), False),
-        StructField("member_indexes", ArrayType(LongType(), True), False),
-        StructField("status", StringType(), False),
-        StructField("merge_reason", StringType(), True),
-        StructField("failure_reason", StringType(), True),
-        StructField("opened_at", TimestampType(), False),
-        StructField("merged_at", TimestampType(), True),
-    ]
-)
-"""One row per fragment set of ``defragment``; ``members`` in index order."""
-
-
-def _micros(value: datetime | timedelta) -> int:
-    """Epoch microseconds of a datetime (naive = local time, as PySpark reads it), or
-    the microseconds of a timedelta."""
-    if isinstance(value, timedelta):
-        return value // _MICROSECOND
-    if value.tzinfo is None:
-        value = value.astimezone()
-    return (value - _EPOCH) // _MICROSECOND
-
-
-def _utc_timestamps(values: list[int | None]) -> pd.Series:
-    import pandas as pd
-
-    return pd.to_datetime(pd.Series(values, dtype="Int64"), unit="us", utc=True)
-
-
-def _frame(rows: list[dict[str, Any]], schema: StructType) -> pd.DataFrame:
-    """Output rows of a pandas task as a frame whose dtypes come from ``schema``, not
-    from the values: a task with no rows must still convert (pandas reads an empty
-    list as float64, which Arrow cannot turn into strings). Timestamps are epoch
-    microseconds, as the engines keep them."""
-    import pandas as pd
-
-    columns = {}
-    for field in schema.fields:
-        values = [row[field.name] for row in rows]
-        if isinstance(field.dataType, TimestampType):
-            columns[field.name] = _utc_timestamps(values)
-        elif isinstance(field.dataType, LongType):
-            columns[field.name] = pd.Series(values, dtype="Int64" if field.nullable else "int64")
-        elif isinstance(field.dataType, BooleanType):
-            columns[field.name] = pd.Series(values, dtype=bool)
-        else:
-            columns[field.name] = pd.Series(values, dtype=object)
-    return pd.DataFrame(columns)
-
-
-def _check_columns(
-    df: DataFrame, model_name: str, what: str, required: dict[str, str | None]
-) -> None:
-    for setting, column in required.items():
-        if column is None:
-            continue
-        if not isinstance(column, str) or column not in df.columns:
-            raise _setting_error(
-                model_name,
-                setting,
-                f"no such column in the items, which have columns {df.columns}",
-                column,
-                what,
-            )
-
-
-def _check_type(
-    df: DataFrame, model_name: str, what: str, setting: str, column: str, types: tuple, wanted: str
-) -> None:
-    actual = df.schema[column].dataType
-    if not isinstance(actual, types):
-        raise _setting_error(
-            model_name,
-            setting,
-            f"column '{column}' must be {wanted}, it is {actual.simpleString()}",
-            column,
-            what,
-        )
-
-
-def _check_previous(
-    previous: DataFrame | None, model_name: str, what: str, schema: StructType
-) -> None:
-    if previous is None:
-        return
-    if not isinstance(previous, DataFrame):
-        raise _setting_error(
-            model_name,
-            "previous",
-            "must be a DataFrame (the model's own table) or None",
-            previous,
-            what,
-        )
-    missing = [f.name for f in schema.fields if f.name not in previous.columns]
-    if missing:
-        raise _setting_error(
-            model_name,
-            "previous",
-            f"is missing column(s) {missing}; pass the model's own table (dbt.this)",
-            previous.columns,
-            what,
-        )
-
-
-def _check_rows(
-    df: DataFrame, model_name: str, what: str, checks: list[tuple[str, str, Any, str]]
-) -> None:
-    """One aggregation over the items; each check is ``(setting, column, bad, problem)``."""
-    row = df.agg(
-        *[F.count(F.when(bad, 1)).alias(f"c{i}") for i, (_, _, bad, _) in enumerate(checks)]
-    ).first()
-    for i, (setting, column, _, problem) in enumerate(checks):
-        if row[f"c{i}"]:
-            raise _setting_error(
-                model_name, setting, f"{row[f'c{i}']} item(s) {problem}", column, what
-            )
-
-
-def _now_micros(now: datetime | None, model_name: str, what: str) -> int:
-    if now is None:
-        now = datetime.now(UTC)
-    if not isinstance(now, datetime):
-        raise _setting_error(model_name, "now", "must be a datetime or None", now, what)
-    return _micros(now)
-
-
-def _check_stream(
-    items: DataFrame,
-    model_name: str,
-    what: str,
-    *,
-    id_column: str,
-    arrival_column: str,
-    previous: DataFrame | None,
-    schema: StructType,
-    now: datetime | None,
-    max_bin_age: timedelta | None,
-    more_rows: Sequence[tuple] = (),
-) -> tuple[int, int | None]:
-    """The checks bin_pack and defragment share, before any packing: the arrival
-    column's type, the stored table, then one scan for null ids and arrivals (and
-    ``more_rows``). Returns the run's clock and max bin age in microseconds."""
-    _check_type(
-        items,
-        model_name,
-        what,
-        "arrival_column",
-        arrival_column,
-        (TimestampType, TimestampNTZType, DateType),
-        "a timestamp or date",
-    )
-    _check_previous(previous, model_name, what, schema)
-    now_us = _now_micros(now, model_name, what)
-    max_age = None if max_bin_age is None else _micros(max_bin_age)
-    _check_rows(
-        items,
-        model_name,
-        what,
-        [
-            ("id_column", id_column, F.col(id_column).isNull(), "have a null id"),
-            *more_rows,
-            (
-                "arrival_column",
-                arrival_column,
-                F.col(arrival_column).isNull(),
-                "have a null arrival",
-            ),
-        ],
-    )
-    return now_us, max_age
 
 
 def bin_pack(
@@ -735,11 +504,6 @@ def defragment(
     at = DEFRAGMENT_SCHEMA.fieldNames().index("entries") + 1
     columns.insert(at, F.coalesce(F.col("totals.bytes"), F.lit(0)).cast("long").alias("bytes"))
     return sets.alias("sets").join(totals.alias("totals"), "bin_id", "left").select(*columns)
-
-
-def _optional_ints(values: list) -> list[int | None]:
-    """Integers from an Arrow-converted column (float with NaN when it has nulls)."""
-    return [None if v is None or v != v else int(v) for v in values]
 
 
 def _defragment_frames(
