@@ -15,11 +15,6 @@ failure reasons, bin ids and ``BinPackingError``.
 """
 
 from dbt_merge.bin_packing.settings import BinPackingError
-from dbt_merge.bin_packing.spark import (
-    bin_pack,
-    defragment,
-    offline_report,
-    plan_offline,
-)
+from dbt_merge.bin_packing.spark import bin_pack, defragment, offline_report, plan_offline
 
 __all__ = ["BinPackingError", "bin_pack", "defragment", "offline_report", "plan_offline"]

@@ -10,26 +10,37 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DateType, StructType, TimestampNTZType, TimestampType
+from pyspark.sql.types import DateType, IntegralType, StructType, TimestampNTZType, TimestampType
 
 from dbt_merge.bin_packing.frames import _micros
 from dbt_merge.bin_packing.settings import _setting_error
 
 
-def _check_columns(
-    df: DataFrame, model_name: str, what: str, required: dict[str, str | None]
+def _check_items(
+    items: Any,
+    model_name: str,
+    what: str,
+    columns: dict[str, str | None],
+    integers: Sequence[str] = (),
 ) -> None:
-    for setting, column in required.items():
+    """``items`` is a DataFrame that has the column of each setting in ``columns`` (None:
+    not used), and the columns of the settings in ``integers`` are integer columns."""
+    if not isinstance(items, DataFrame):
+        raise _setting_error(model_name, "items", "must be a pyspark DataFrame", items, what)
+    for setting, column in columns.items():
         if column is None:
             continue
-        if not isinstance(column, str) or column not in df.columns:
+        if not isinstance(column, str) or column not in items.columns:
             raise _setting_error(
                 model_name,
                 setting,
-                f"no such column in the items, which have columns {df.columns}",
+                f"no such column in the items, which have columns {items.columns}",
                 column,
                 what,
             )
+    for setting in integers:
+        column = columns[setting]
+        _check_type(items, model_name, what, setting, column, (IntegralType,), "an integer")
 
 
 def _check_type(
@@ -92,22 +103,33 @@ def _now_micros(now: datetime | None, model_name: str, what: str) -> int:
     return _micros(now)
 
 
+def _size_rows(size_column: str) -> list[tuple[str, str, Any, str]]:
+    """The ``_check_rows`` checks of a size column: no nulls, nothing negative."""
+    return [
+        ("size_column", size_column, F.col(size_column).isNull(), "have a null size"),
+        ("size_column", size_column, F.col(size_column) < 0, "have a negative size"),
+    ]
+
+
 def _check_stream(
-    items: DataFrame,
+    items: Any,
     model_name: str,
     what: str,
+    columns: dict[str, str | None],
     *,
-    id_column: str,
-    arrival_column: str,
+    integers: Sequence[str],
     previous: DataFrame | None,
     schema: StructType,
     now: datetime | None,
     max_bin_age: timedelta | None,
     more_rows: Sequence[tuple] = (),
 ) -> tuple[int, int | None]:
-    """The checks bin_pack and defragment share, before any packing: the arrival
-    column's type, the stored table, then one scan for null ids and arrivals (and
-    ``more_rows``). Returns the run's clock and max bin age in microseconds."""
+    """The checks of bin_pack and defragment, before any packing: ``_check_items``
+    (``columns`` hold ``id_column`` and ``arrival_column``), the arrival column's type,
+    the stored table, then one scan for null ids and arrivals (and ``more_rows``).
+    Returns the run's clock and max bin age in microseconds."""
+    _check_items(items, model_name, what, columns, integers)
+    id_column, arrival_column = columns["id_column"], columns["arrival_column"]
     _check_type(
         items,
         model_name,

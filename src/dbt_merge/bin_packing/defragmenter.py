@@ -12,7 +12,6 @@ from datetime import timedelta
 from typing import Any, NamedTuple
 
 from dbt_merge.bin_packing.settings import (
-    _UNSET,
     CONFLICTING_FRAGMENT_COUNT,
     DUPLICATE_FRAGMENT_INDEX,
     FAILED,
@@ -29,6 +28,7 @@ from dbt_merge.bin_packing.settings import (
     _setting_error,
     _validate_max_bin_age,
 )
+from dbt_merge.bin_packing.stream import _UNSET, StreamEngine
 
 
 class Fragment(NamedTuple):
@@ -151,7 +151,7 @@ class _FragmentSet:
         self.changed = True
 
 
-class Defragmenter:
+class Defragmenter(StreamEngine):
     """Streaming defragment: NiFi's Defragment merge strategy, per fragment identifier.
 
     Each fragment, in arrival order (ties by id), is checked in this order:
@@ -187,6 +187,9 @@ class Defragmenter:
             datetimes; defaults to ``max_bin_age``.
     """
 
+    ARRIVAL = 4
+    WHAT = "defragment"
+
     def __init__(
         self,
         *,
@@ -196,14 +199,11 @@ class Defragmenter:
         max_age: Any = _UNSET,
     ) -> None:
         _validate_max_bin_age(max_bin_age, model_name, "defragment")
-        self.model_name = model_name
-        self._max_age = max_bin_age if max_age is _UNSET else max_age
+        super().__init__(model_name, max_bin_age, max_age)
         self._open: dict[Hashable, _FragmentSet] = {}
         self._conflicts: dict[Hashable, _FragmentSet] = {}
         self._done: list[DefragBin] = []
-        self._seen: set[Hashable] = set()
         self._seq = 0
-        self._finished = False
         for stored in pending:
             self._resume(stored)
 
@@ -276,14 +276,11 @@ class Defragmenter:
         Returns:
             ``DefragResult``.
         """
-        if self._finished:
-            raise RuntimeError("Defragmenter.finish called twice")
-        self._finished = True
+        deadline = self._close(now)
         for fragments in self._conflicts.values():
             self._done.append(
                 self._as_bin(fragments, FAILED, None, CONFLICTING_FRAGMENT_COUNT, fragments.last_at)
             )
-        deadline = None if self._max_age is None else now - self._max_age
         pending = []
         for fragments in self._open.values():
             if deadline is not None and fragments.opened_at < deadline:
@@ -295,17 +292,6 @@ class Defragmenter:
         return DefragResult(self._done, pending)
 
     # -- internals
-
-    def _see(self, item_id: Hashable) -> None:
-        if item_id in self._seen:
-            raise _setting_error(
-                self.model_name,
-                "id",
-                "item ids must be unique; this one came twice",
-                item_id,
-                "defragment",
-            )
-        self._seen.add(item_id)
 
     def _next_seq(self) -> int:
         self._seq += 1
@@ -426,24 +412,5 @@ def defragment_items(
     Returns:
         ``DefragResult``: merged and failed sets, and the pending ones.
     """
-    return _defragment(
-        fragments, now=now, max_bin_age=max_bin_age, pending=pending, model_name=model_name
-    )
-
-
-def _defragment(
-    fragments: Iterable[Fragment | tuple],
-    *,
-    now: Any,
-    max_bin_age: timedelta | None,
-    pending: Iterable[DefragBin],
-    model_name: str,
-    max_age: Any = _UNSET,
-) -> DefragResult:
-    engine = Defragmenter(
-        max_bin_age=max_bin_age, pending=pending, model_name=model_name, max_age=max_age
-    )
-    add = engine.add
-    for fragment in sorted(fragments, key=operator.itemgetter(4, 0)):
-        add(fragment)
-    return engine.finish(now)
+    engine = Defragmenter(max_bin_age=max_bin_age, pending=pending, model_name=model_name)
+    return engine.run(fragments, now)

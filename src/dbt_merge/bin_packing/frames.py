@@ -3,6 +3,7 @@ task reads and returns. Times travel as epoch microseconds, as the engines keep 
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -127,3 +128,13 @@ def _frame(rows: list[dict[str, Any]], schema: StructType) -> pd.DataFrame:
 def _optional_ints(values: list) -> list[int | None]:
     """Integers from an Arrow-converted column (float with NaN when it has nulls)."""
     return [None if v is None or v != v else int(v) for v in values]
+
+
+def _rows(pdf: pd.DataFrame, columns: Sequence[str], ints: Collection[str] = ()) -> list[tuple]:
+    """A task's frame as tuples of Python values, one per row, of ``columns`` in that
+    order; ``ints`` are integer columns that may hold nulls."""
+    values = [
+        _optional_ints(pdf[name].tolist()) if name in ints else pdf[name].tolist()
+        for name in columns
+    ]
+    return list(zip(*values, strict=True))

@@ -42,7 +42,6 @@ from typing import Any, NamedTuple
 
 from dbt_merge.bin_packing.first_fit import _CLOSED, _FirstFitIndex
 from dbt_merge.bin_packing.settings import (
-    _UNSET,
     BIN_MANAGER_FULL,
     MAX_BYTES_THRESHOLD_REACHED,
     MAX_ENTRIES_THRESHOLD_REACHED,
@@ -55,6 +54,7 @@ from dbt_merge.bin_packing.settings import (
     _is_int,
     _setting_error,
 )
+from dbt_merge.bin_packing.stream import _UNSET, StreamEngine
 
 
 class Item(NamedTuple):
@@ -171,13 +171,13 @@ class _Group:
         self.open = 0
 
 
-class BinPacker:
+class BinPacker(StreamEngine):
     """NiFi-style streaming bin packing over items in arrival order.
 
-    Feed items with ``add`` in arrival order (ties by item id; ``pack_items`` sorts
-    for you), then call ``finish(now)`` once. Finding the first bin with room is a
-    segment-tree search, O(log bins) per item, however many bins a group holds
-    open. Open-bin counts and ages use heaps with lazy deletion.
+    Feed items with ``add`` in arrival order (ties by item id; ``run`` and
+    ``pack_items`` sort for you), then call ``finish(now)`` once. Finding the first
+    bin with room is a segment-tree search, O(log bins) per item, however many bins a
+    group holds open. Open-bin counts and ages use heaps with lazy deletion.
 
     Args:
         settings: the thresholds (validated here).
@@ -192,6 +192,9 @@ class BinPacker:
             seen twice (including the members of the pending bins).
     """
 
+    ARRIVAL = 2
+    WHAT = "bin packing"
+
     def __init__(
         self,
         settings: BinPackingSettings | None = None,
@@ -202,12 +205,11 @@ class BinPacker:
     ) -> None:
         settings = settings if settings is not None else BinPackingSettings()
         settings.validate(model_name)
+        super().__init__(model_name, settings.max_bin_age, max_age)
         self.settings = settings
-        self.model_name = model_name
         self._bounded = settings.max_bytes is not None
         self._cap: float = settings.max_bytes if self._bounded else math.inf
         self._max_entries = settings.max_entries
-        self._max_age = settings.max_bin_age if max_age is _UNSET else max_age
         self._max_bins = settings.max_bins
         self._global_scope = settings.max_bins_scope == "global"
         self._groups: dict[tuple[Hashable, Hashable], _Group] = {}
@@ -215,9 +217,7 @@ class BinPacker:
         self._global_heap: list[tuple[Any, int, Bin]] = []
         self._global_open = 0
         self._seq = 0
-        self._seen: set[Hashable] = set()
         self._merged: list[Bin] = []
-        self._finished = False
         for stored in pending:
             self._resume(stored)
 
@@ -232,11 +232,7 @@ class BinPacker:
             raise _setting_error(
                 self.model_name, "size", f"item {item_id!r} needs a size >= 0 in bytes", size
             )
-        if item_id in self._seen:
-            raise _setting_error(
-                self.model_name, "id", "item ids must be unique; this one came twice", item_id
-            )
-        self._seen.add(item_id)
+        self._see(item_id)
         if self._max_age is not None:
             self._expire(arrival_at)
         key = (schema, correlation)
@@ -274,11 +270,8 @@ class BinPacker:
         Returns:
             ``PackResult``: bins merged in this run, and the pending bins.
         """
-        if self._finished:
-            raise RuntimeError("BinPacker.finish called twice")
-        self._finished = True
+        deadline = self._close(now)
         settings = self.settings
-        deadline = None if self._max_age is None else now - self._max_age
         still_open = sorted(
             (b for g in self._groups.values() for b in g.slots if b.merge_reason is None),
             key=operator.attrgetter("_seq"),
@@ -316,11 +309,7 @@ class BinPacker:
             resumed.bin_id = _bin_id("bin", resumed.schema, resumed.correlation, resumed.members[0])
         resumed.changed = False
         for member in resumed.members:
-            if member in self._seen:
-                raise _setting_error(
-                    self.model_name, "id", "item ids must be unique; this one came twice", member
-                )
-            self._seen.add(member)
+            self._see(member)
         key = (resumed.schema, resumed.correlation)
         group = self._groups.get(key)
         if group is None:
@@ -400,20 +389,4 @@ def pack_items(
         >>> [(b.members, b.merge_reason) for b in r.merged]
         [(['a', 'b'], 'MAX_ENTRIES_THRESHOLD_REACHED'), (['c'], 'MIN_THRESHOLDS_REACHED')]
     """
-    return _pack(items, settings, now=now, pending=pending, model_name=model_name)
-
-
-def _pack(
-    items: Iterable[Item | tuple],
-    settings: BinPackingSettings | None,
-    *,
-    now: Any,
-    pending: Iterable[Bin],
-    model_name: str,
-    max_age: Any = _UNSET,
-) -> PackResult:
-    packer = BinPacker(settings, pending=pending, model_name=model_name, max_age=max_age)
-    add = packer.add
-    for item in sorted(items, key=operator.itemgetter(2, 0)):
-        add(item)
-    return packer.finish(now)
+    return BinPacker(settings, pending=pending, model_name=model_name).run(items, now)

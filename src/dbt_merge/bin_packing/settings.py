@@ -53,7 +53,6 @@ PENDING = "pending"
 FAILED = "failed"
 
 BIN_ID_HEX_DIGITS = 32
-_UNSET: Any = object()  # "not given", where None means something
 
 
 class BinPackingError(DbtMergeError):

@@ -7,24 +7,25 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegralType
+from pyspark.sql.types import StructType
 
-from dbt_merge.bin_packing.checks import _check_columns, _check_rows, _check_stream, _check_type
-from dbt_merge.bin_packing.defragmenter import DefragBin, _defragment
+from dbt_merge.bin_packing.checks import _check_items, _check_rows, _check_stream, _size_rows
+from dbt_merge.bin_packing.defragmenter import DefragBin, Defragmenter
 from dbt_merge.bin_packing.frames import (
     BIN_SCHEMA,
     DEFRAGMENT_SCHEMA,
     OFFLINE_SCHEMA,
     _frame,
-    _optional_ints,
+    _rows,
 )
 from dbt_merge.bin_packing.offline import plan_offline_items
-from dbt_merge.bin_packing.packer import Bin, _pack
+from dbt_merge.bin_packing.packer import Bin, BinPacker
 from dbt_merge.bin_packing.settings import (
     MAX_BIN_AGE_DEFAULT,
     MAX_BINS_DEFAULT,
@@ -36,10 +37,10 @@ from dbt_merge.bin_packing.settings import (
     OFFLINE_STRATEGY_DEFAULT,
     PENDING,
     BinPackingSettings,
-    _setting_error,
     _validate_max_bin_age,
     validate_offline,
 )
+from dbt_merge.bin_packing.stream import StreamEngine
 from dbt_merge.core.spark import materialize
 
 if TYPE_CHECKING:
@@ -116,9 +117,7 @@ def bin_pack(
         max_bins_scope=max_bins_scope,
     )
     settings.validate(model_name)
-    if not isinstance(items, DataFrame):
-        raise _setting_error(model_name, "items", "must be a pyspark DataFrame", items, what)
-    _check_columns(
+    now_us, max_age = _check_stream(
         items,
         model_name,
         what,
@@ -129,105 +128,50 @@ def bin_pack(
             "correlation_column": correlation_column,
             "schema_column": schema_column,
         },
-    )
-    _check_type(items, model_name, what, "size_column", size_column, (IntegralType,), "an integer")
-    now_us, max_age = _check_stream(
-        items,
-        model_name,
-        what,
-        id_column=id_column,
-        arrival_column=arrival_column,
+        integers=["size_column"],
+        more_rows=_size_rows(size_column),
         previous=previous,
         schema=BIN_SCHEMA,
         now=now,
         max_bin_age=max_bin_age,
-        more_rows=[
-            ("size_column", size_column, F.col(size_column).isNull(), "have a null size"),
-            ("size_column", size_column, F.col(size_column) < 0, "have a negative size"),
-        ],
     )
-
-    def key(column: str | None) -> Any:
-        return F.lit(None).cast("string") if column is None else F.col(column).cast("string")
-
-    new = items.select(
+    new = items.select(  # an ``Item`` per row
         F.col(id_column).cast("string").alias("_id"),
         F.col(size_column).cast("long").alias("_size"),
-        F.expr(f"unix_micros(cast(`{arrival_column}` as timestamp))").alias("_arrival"),
-        key(schema_column).alias("_schema"),
-        key(correlation_column).alias("_corr"),
+        _arrival_micros(arrival_column).alias("_arrival"),
+        _group_key(correlation_column).alias("_corr"),
+        _group_key(schema_column).alias("_schema"),
     )
-    pending_cols = ["bin_id", "_schema", "_corr", "_opened", "members", "bytes", "entries"]
-    if previous is None:
-        pending = new.sparkSession.createDataFrame(
-            [],
-            "bin_id string, _schema string, _corr string, _opened long, "
-            "members array<string>, bytes long, entries long",
-        )
-    else:
-        consumed = previous.select(F.explode("members").alias("_id"))
-        new = new.join(consumed, "_id", "left_anti")
-        pending = previous.where(F.col("status") == PENDING).select(
-            "bin_id",
-            F.col("schema_value").alias("_schema"),
-            F.col("correlation_value").alias("_corr"),
-            F.expr("unix_micros(opened_at)").alias("_opened"),
-            "members",
-            F.col("bytes").cast("long"),
-            F.col("entries").cast("long"),
-        )
-    pending = pending.select(*pending_cols)
     coupled = max_bins is not None and max_bins_scope == "global"
-    keys = ["_task"] if coupled else ["_schema", "_corr"]
-    if coupled:
-        new, pending = new.withColumn("_task", F.lit(0)), pending.withColumn("_task", F.lit(0))
     logger.info(
         "bin_pack %s: %s", model_name, "one task (global max_bins)" if coupled else "per group"
     )
-    run = functools.partial(_pack_frames, settings, max_age, now_us, model_name)
-    return new.groupBy(*keys).cogroup(pending.groupBy(*keys)).applyInPandas(run, BIN_SCHEMA)
-
-
-def _pack_frames(
-    settings: BinPackingSettings,
-    max_age: int | None,
-    now_us: int,
-    model_name: str,
-    items_pdf: pd.DataFrame,
-    pending_pdf: pd.DataFrame,
-) -> pd.DataFrame:
-    """One task of ``bin_pack``: pandas in, ``BIN_SCHEMA`` pandas out."""
-
-    stored = sorted(
-        zip(
-            pending_pdf["_opened"].tolist(),
-            pending_pdf["members"].tolist(),
-            pending_pdf["bin_id"].tolist(),
-            pending_pdf["_schema"].tolist(),
-            pending_pdf["_corr"].tolist(),
-            pending_pdf["bytes"].tolist(),
-            pending_pdf["entries"].tolist(),
-            strict=True,
-        ),
-        key=lambda r: (r[0], r[1][0]),
+    return _stream(
+        new,
+        previous,
+        BIN_SCHEMA,
+        keys=[] if coupled else ["_schema", "_corr"],
+        stored=[
+            F.col("schema_value").alias("_schema"),
+            F.col("correlation_value").alias("_corr"),
+            F.col("bytes").cast("long"),
+            F.col("entries").cast("long"),
+        ],
+        start=functools.partial(BinPacker, settings, model_name=model_name, max_age=max_age),
+        resume=_pending_bins,
+        now_us=now_us,
     )
-    pending = [
+
+
+def _pending_bins(pdf: pd.DataFrame) -> list[Bin]:
+    """A ``bin_pack`` task's stored pending bins, in creation order (the opening time,
+    then the first member)."""
+    rows = _rows(pdf, ["_opened", "members", "bin_id", "_schema", "_corr", "bytes", "entries"])
+    rows.sort(key=lambda r: (r[0], r[1][0]))
+    return [
         Bin(bin_id, schema, corr, opened, [str(m) for m in members], size, entries)
-        for opened, members, bin_id, schema, corr, size, entries in stored
+        for opened, members, bin_id, schema, corr, size, entries in rows
     ]
-    items = zip(
-        items_pdf["_id"].tolist(),
-        items_pdf["_size"].tolist(),
-        items_pdf["_arrival"].tolist(),
-        items_pdf["_corr"].tolist(),
-        items_pdf["_schema"].tolist(),
-        strict=True,
-    )
-    result = _pack(
-        items, settings, now=now_us, pending=pending, model_name=model_name, max_age=max_age
-    )
-    bins = result.changed
-    return _frame([b.as_dict() for b in bins], BIN_SCHEMA)
 
 
 def plan_offline(
@@ -260,9 +204,7 @@ def plan_offline(
     """
     what = "bin packing"
     validate_offline(max_bytes, max_entries, strategy, model_name)
-    if not isinstance(items, DataFrame):
-        raise _setting_error(model_name, "items", "must be a pyspark DataFrame", items, what)
-    _check_columns(
+    _check_items(
         items,
         model_name,
         what,
@@ -272,27 +214,23 @@ def plan_offline(
             "correlation_column": correlation_column,
             "schema_column": schema_column,
         },
+        integers=["size_column"],
     )
-    _check_type(items, model_name, what, "size_column", size_column, (IntegralType,), "an integer")
     _check_rows(
         items,
         model_name,
         what,
         [
             ("id_column", id_column, F.col(id_column).isNull(), "have a null id"),
-            ("size_column", size_column, F.col(size_column).isNull(), "have a null size"),
-            ("size_column", size_column, F.col(size_column) < 0, "have a negative size"),
+            *_size_rows(size_column),
         ],
     )
-
-    def key(column: str | None) -> Any:
-        return F.lit(None).cast("string") if column is None else F.col(column).cast("string")
 
     frame = items.select(
         F.col(id_column).cast("string").alias("_id"),
         F.col(size_column).cast("long").alias("_size"),
-        key(schema_column).alias("_schema"),
-        key(correlation_column).alias("_corr"),
+        _group_key(schema_column).alias("_schema"),
+        _group_key(correlation_column).alias("_corr"),
     )
     run = functools.partial(_plan_frame, max_bytes, max_entries, strategy, model_name)
     return frame.groupBy("_schema", "_corr").applyInPandas(run, OFFLINE_SCHEMA)
@@ -304,13 +242,7 @@ def _plan_frame(
     """One group of ``plan_offline``: pandas in, ``OFFLINE_SCHEMA`` pandas out."""
 
     plan = plan_offline_items(
-        zip(
-            pdf["_id"].tolist(),
-            pdf["_size"].tolist(),
-            pdf["_corr"].tolist(),
-            pdf["_schema"].tolist(),
-            strict=True,
-        ),
+        _rows(pdf, ["_id", "_size", "_corr", "_schema"]),
         max_bytes=max_bytes,
         max_entries=max_entries,
         strategy=strategy,
@@ -426,9 +358,8 @@ def defragment(
     """
     what = "defragment"
     _validate_max_bin_age(max_bin_age, model_name, what)
-    if not isinstance(items, DataFrame):
-        raise _setting_error(model_name, "items", "must be a pyspark DataFrame", items, what)
-    _check_columns(
+    sized = ["size_column"] if size_column is not None else []
+    now_us, max_age = _check_stream(
         items,
         model_name,
         what,
@@ -440,50 +371,35 @@ def defragment(
             "index_column": index_column,
             "size_column": size_column,
         },
-    )
-    sized = [("size_column", size_column)] if size_column is not None else []
-    for setting, column in [("count_column", count_column), ("index_column", index_column), *sized]:
-        _check_type(items, model_name, what, setting, column, (IntegralType,), "an integer")
-    now_us, max_age = _check_stream(
-        items,
-        model_name,
-        what,
-        id_column=id_column,
-        arrival_column=arrival_column,
+        integers=["count_column", "index_column", *sized],
         previous=previous,
         schema=DEFRAGMENT_SCHEMA,
         now=now,
         max_bin_age=max_bin_age,
     )
-    new = items.select(
+    new = items.select(  # a ``Fragment`` per row
         F.col(id_column).cast("string").alias("_id"),
         F.col(identifier_column).cast("string").alias("_identifier"),
         F.col(count_column).cast("long").alias("_count"),
         F.col(index_column).cast("long").alias("_index"),
-        F.expr(f"unix_micros(cast(`{arrival_column}` as timestamp))").alias("_arrival"),
+        _arrival_micros(arrival_column).alias("_arrival"),
     )
-    if previous is None:
-        pending = new.sparkSession.createDataFrame(
-            [],
-            "bin_id string, _identifier string, fragment_count long, members array<string>, "
-            "member_indexes array<long>, _opened long",
-        )
-    else:
-        consumed = previous.select(F.explode("members").alias("_id"))
-        new = new.join(consumed, "_id", "left_anti")
-        pending = previous.where(F.col("status") == PENDING).select(
-            "bin_id",
+    sets = _stream(
+        new,
+        previous,
+        DEFRAGMENT_SCHEMA,
+        keys=["_identifier"],
+        stored=[
             F.col("fragment_identifier").alias("_identifier"),
             F.col("fragment_count").cast("long"),
-            "members",
             F.col("member_indexes").cast("array<long>"),
-            F.expr("unix_micros(opened_at)").alias("_opened"),
-        )
-    run = functools.partial(_defragment_frames, max_age, now_us, model_name)
-    sets = (
-        new.groupBy("_identifier")
-        .cogroup(pending.groupBy("_identifier"))
-        .applyInPandas(run, DEFRAGMENT_SCHEMA)
+        ],
+        start=functools.partial(
+            Defragmenter, max_bin_age=None, model_name=model_name, max_age=max_age
+        ),
+        resume=_pending_sets,
+        now_us=now_us,
+        ints=["_count", "_index"],
     )
     if size_column is None:
         return sets
@@ -506,48 +422,94 @@ def defragment(
     return sets.alias("sets").join(totals.alias("totals"), "bin_id", "left").select(*columns)
 
 
-def _defragment_frames(
-    max_age: int | None,
-    now_us: int,
-    model_name: str,
-    items_pdf: pd.DataFrame,
-    pending_pdf: pd.DataFrame,
-) -> pd.DataFrame:
-    """One task of ``defragment``: pandas in, ``DEFRAGMENT_SCHEMA`` pandas out."""
-
-    stored = sorted(
-        zip(
-            pending_pdf["_opened"].tolist(),
-            pending_pdf["bin_id"].tolist(),
-            pending_pdf["_identifier"].tolist(),
-            _optional_ints(pending_pdf["fragment_count"].tolist()),
-            pending_pdf["members"].tolist(),
-            pending_pdf["member_indexes"].tolist(),
-            strict=True,
-        ),
-        key=lambda r: (r[0], r[1]),
-    )
-    pending = [
+def _pending_sets(pdf: pd.DataFrame) -> list[DefragBin]:
+    """A ``defragment`` task's stored pending sets, in creation order (the opening
+    time, then the bin id)."""
+    columns = ["_opened", "bin_id", "_identifier", "fragment_count", "members", "member_indexes"]
+    rows = _rows(pdf, columns, ints=["fragment_count"])
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return [
         DefragBin(
             bin_id, identifier, count, [str(m) for m in members], [int(i) for i in indexes], opened
         )
-        for opened, bin_id, identifier, count, members, indexes in stored
+        for opened, bin_id, identifier, count, members, indexes in rows
     ]
-    fragments = zip(
-        items_pdf["_id"].tolist(),
-        items_pdf["_identifier"].tolist(),
-        _optional_ints(items_pdf["_count"].tolist()),
-        _optional_ints(items_pdf["_index"].tolist()),
-        items_pdf["_arrival"].tolist(),
-        strict=True,
-    )
-    result = _defragment(
-        fragments,
-        now=now_us,
-        max_bin_age=None,
-        pending=pending,
-        model_name=model_name,
-        max_age=max_age,
-    )
-    sets = result.changed
-    return _frame([b.as_dict() for b in sets], DEFRAGMENT_SCHEMA)
+
+
+# ---------------------------------------------------------------------------------------
+# what bin_pack and defragment share
+
+
+def _stream(
+    new: DataFrame,
+    previous: DataFrame | None,
+    schema: StructType,
+    *,
+    keys: Sequence[str],
+    stored: Sequence[Column],
+    start: Callable[..., StreamEngine],
+    resume: Callable[[pd.DataFrame], list],
+    now_us: int,
+    ints: Sequence[str] = (),
+) -> DataFrame:
+    """A streaming engine over Spark: the rows to merge into ``previous`` by ``bin_id``.
+
+    Items already a member of a bin in ``previous`` are skipped (a left anti join on
+    the exploded members) and its pending bins are resumed, so re-running never emits
+    an item twice. Items and pending bins are cogrouped by ``keys`` and each group is
+    one ``applyInPandas`` task running one engine (``_stream_task``).
+
+    Args:
+        new: the run's items, one column per field of the engine's item tuple, in its
+            order (``_id`` first).
+        previous: the stored table (``schema`` rows), or None on the first run.
+        schema: the output rows.
+        keys: the columns, in ``new`` and in the resumed bins, of the groups packed
+            apart; none: one task packs all.
+        stored: columns of a stored pending bin that ``resume`` reads, besides
+            ``bin_id``, ``members`` and ``_opened`` (epoch microseconds).
+        start: the engine, given ``pending=`` (the resumed bins).
+        resume: a task's stored pending bins, as the engine takes them.
+        now_us: the run's clock.
+        ints: item columns of integers that may be null.
+    """
+    columns = new.columns
+    resumed = ["bin_id", "members", F.expr("unix_micros(opened_at)").alias("_opened"), *stored]
+    if previous is None:
+        pending = new.sparkSession.createDataFrame([], schema).select(*resumed)
+    else:
+        consumed = previous.select(F.explode("members").alias("_id"))
+        new = new.join(consumed, "_id", "left_anti")
+        pending = previous.where(F.col("status") == PENDING).select(*resumed)
+    if not keys:
+        new, pending = new.withColumn("_task", F.lit(0)), pending.withColumn("_task", F.lit(0))
+        keys = ["_task"]
+    task = functools.partial(_stream_task, start, resume, columns, ints, now_us, schema)
+    return new.groupBy(*keys).cogroup(pending.groupBy(*keys)).applyInPandas(task, schema)
+
+
+def _stream_task(
+    start: Callable[..., StreamEngine],
+    resume: Callable[[pd.DataFrame], list],
+    columns: Sequence[str],
+    ints: Sequence[str],
+    now_us: int,
+    schema: StructType,
+    items_pdf: pd.DataFrame,
+    pending_pdf: pd.DataFrame,
+) -> pd.DataFrame:
+    """One task of ``_stream``: pandas in, ``schema`` pandas out (the bins merged in
+    this run and the new or grown pending bins)."""
+    engine = start(pending=resume(pending_pdf))
+    result = engine.run(_rows(items_pdf, columns, ints), now_us)
+    return _frame([b.as_dict() for b in result.changed], schema)
+
+
+def _group_key(column: str | None) -> Column:
+    """A group column as a string (null if the setting is not used)."""
+    return F.lit(None).cast("string") if column is None else F.col(column).cast("string")
+
+
+def _arrival_micros(column: str) -> Column:
+    """An arrival column (timestamp or date) in epoch microseconds."""
+    return F.expr(f"unix_micros(cast(`{column}` as timestamp))")
