@@ -26,14 +26,20 @@ _MICROSECOND = timedelta(microseconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+_GROUP_BIN_FIELDS = [
+    StructField("bin_id", StringType(), False),
+    StructField("schema_value", StringType(), True),
+    StructField("correlation_value", StringType(), True),
+    StructField("entries", LongType(), False),
+    StructField("bytes", LongType(), False),
+    StructField("members", ArrayType(StringType(), False), False),
+]
+"""A bin of a (schema, correlation) group and what it holds (``packer.group_bin_row``):
+the first columns of ``BIN_SCHEMA`` and ``OFFLINE_SCHEMA``."""
+
 BIN_SCHEMA = StructType(
     [
-        StructField("bin_id", StringType(), False),
-        StructField("schema_value", StringType(), True),
-        StructField("correlation_value", StringType(), True),
-        StructField("entries", LongType(), False),
-        StructField("bytes", LongType(), False),
-        StructField("members", ArrayType(StringType(), False), False),
+        *_GROUP_BIN_FIELDS,
         StructField("status", StringType(), False),
         StructField("merge_reason", StringType(), True),
         StructField("opened_at", TimestampType(), False),
@@ -42,17 +48,7 @@ BIN_SCHEMA = StructType(
 )
 """One row per bin of ``bin_pack``; ``members`` in arrival order."""
 
-OFFLINE_SCHEMA = StructType(
-    [
-        StructField("bin_id", StringType(), False),
-        StructField("schema_value", StringType(), True),
-        StructField("correlation_value", StringType(), True),
-        StructField("entries", LongType(), False),
-        StructField("bytes", LongType(), False),
-        StructField("members", ArrayType(StringType(), False), False),
-        StructField("is_oversized", BooleanType(), False),
-    ]
-)
+OFFLINE_SCHEMA = StructType([*_GROUP_BIN_FIELDS, StructField("is_oversized", BooleanType(), False)])
 """One row per planned bin of ``plan_offline``; ``members`` in placement order."""
 
 OFFLINE_REPORT_SCHEMA = StructType(

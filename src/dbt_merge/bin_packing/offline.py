@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dbt_merge.bin_packing.first_fit import _CLOSED, _FirstFitIndex
+from dbt_merge.bin_packing.packer import group_bin_row
 from dbt_merge.bin_packing.settings import (
     OFFLINE_STRATEGY_DEFAULT,
     _bin_id,
@@ -37,19 +38,23 @@ class PlannedBin:
 
     def as_dict(self) -> dict[str, Any]:
         """The bin as an output row (``OFFLINE_SCHEMA`` names)."""
-        return {
-            "bin_id": self.bin_id,
-            "schema_value": self.schema,
-            "correlation_value": self.correlation,
-            "entries": self.entries,
-            "bytes": self.bytes,
-            "members": list(self.members),
-            "is_oversized": self.is_oversized,
-        }
+        return {**group_bin_row(self), "is_oversized": self.is_oversized}
+
+
+class _AgainstLowerBound:
+    """A count of bins and its lower bound (a group's, or all groups')."""
+
+    bins: int
+    lower_bound: int
+
+    @property
+    def ratio(self) -> float | None:
+        """bins / lower bound (1.0 is optimal), None when there are no items."""
+        return self.bins / self.lower_bound if self.lower_bound else None
 
 
 @dataclass
-class GroupReport:
+class GroupReport(_AgainstLowerBound):
     """How one group was packed, against the lower bound.
 
     ``lower_bound`` = oversized items (one bin each) + the larger of
@@ -66,14 +71,9 @@ class GroupReport:
     bins: int
     lower_bound: int
 
-    @property
-    def ratio(self) -> float | None:
-        """bins / lower bound (1.0 is optimal), None for an empty group."""
-        return self.bins / self.lower_bound if self.lower_bound else None
-
 
 @dataclass
-class OfflineReport:
+class OfflineReport(_AgainstLowerBound):
     """Per-group reports and their totals (groups never share a bin)."""
 
     groups: list[GroupReport]
@@ -85,10 +85,6 @@ class OfflineReport:
     @property
     def lower_bound(self) -> int:
         return sum(g.lower_bound for g in self.groups)
-
-    @property
-    def ratio(self) -> float | None:
-        return self.bins / self.lower_bound if self.lower_bound else None
 
 
 @dataclass

@@ -122,12 +122,7 @@ class Bin:
     def as_dict(self) -> dict[str, Any]:
         """The bin as an output row (``BIN_SCHEMA`` names)."""
         return {
-            "bin_id": self.bin_id,
-            "schema_value": self.schema,
-            "correlation_value": self.correlation,
-            "entries": self.entries,
-            "bytes": self.bytes,
-            "members": list(self.members),
+            **group_bin_row(self),
             "status": self.status,
             "merge_reason": self.merge_reason,
             "opened_at": self.opened_at,
@@ -140,6 +135,19 @@ class Bin:
             f"members={self.members!r}, bytes={self.bytes}, {self.status}, "
             f"{self.merge_reason}, opened_at={self.opened_at!r}, merged_at={self.merged_at!r})"
         )
+
+
+def group_bin_row(b: Any) -> dict[str, Any]:
+    """The columns a bin of a (schema, correlation) group begins its output row with:
+    its id, group and contents. Shared by ``Bin`` and the offline ``PlannedBin``."""
+    return {
+        "bin_id": b.bin_id,
+        "schema_value": b.schema,
+        "correlation_value": b.correlation,
+        "entries": b.entries,
+        "bytes": b.bytes,
+        "members": list(b.members),
+    }
 
 
 @dataclass
