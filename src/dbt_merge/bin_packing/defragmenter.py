@@ -12,14 +12,7 @@ from datetime import timedelta
 from typing import Any, NamedTuple
 
 from dbt_merge.bin_packing.settings import (
-    CONFLICTING_FRAGMENT_COUNT,
-    DUPLICATE_FRAGMENT_INDEX,
     FAILED,
-    FRAGMENT_INDEX_OUT_OF_RANGE,
-    INCOMPLETE_AFTER_MAX_BIN_AGE,
-    INVALID_FRAGMENT_COUNT,
-    INVALID_FRAGMENT_IDENTIFIER,
-    INVALID_FRAGMENT_INDEX,
     MAX_ENTRIES_THRESHOLD_REACHED,
     MERGED,
     PENDING,
@@ -29,6 +22,15 @@ from dbt_merge.bin_packing.settings import (
     _validate_max_bin_age,
 )
 from dbt_merge.bin_packing.stream import _UNSET, StreamEngine
+
+# -- failure reasons (a set that cannot merge is a row of its own, nothing is dropped)
+CONFLICTING_FRAGMENT_COUNT = "CONFLICTING_FRAGMENT_COUNT"
+DUPLICATE_FRAGMENT_INDEX = "DUPLICATE_FRAGMENT_INDEX"
+FRAGMENT_INDEX_OUT_OF_RANGE = "FRAGMENT_INDEX_OUT_OF_RANGE"
+INVALID_FRAGMENT_COUNT = "INVALID_FRAGMENT_COUNT"
+INVALID_FRAGMENT_INDEX = "INVALID_FRAGMENT_INDEX"
+INVALID_FRAGMENT_IDENTIFIER = "INVALID_FRAGMENT_IDENTIFIER"
+INCOMPLETE_AFTER_MAX_BIN_AGE = "INCOMPLETE_AFTER_MAX_BIN_AGE"
 
 
 class Fragment(NamedTuple):

@@ -1,5 +1,5 @@
 """Settings of bin packing, offline planning and defragment, each with one default; their
-validation; the merge and failure reasons and bin statuses; bin ids; the error.
+validation; the merge reasons and bin statuses; bin ids; the error.
 
 Bin ids are the first 32 hex digits of
 ``sha256(repr(("bin", schema value, correlation value, first member id)))``, so a
@@ -37,15 +37,6 @@ MAX_ENTRIES_THRESHOLD_REACHED = "MAX_ENTRIES_THRESHOLD_REACHED"
 MIN_THRESHOLDS_REACHED = "MIN_THRESHOLDS_REACHED"
 TIMEOUT = "TIMEOUT"
 BIN_MANAGER_FULL = "BIN_MANAGER_FULL"
-
-# -- defragment failure reasons
-CONFLICTING_FRAGMENT_COUNT = "CONFLICTING_FRAGMENT_COUNT"
-DUPLICATE_FRAGMENT_INDEX = "DUPLICATE_FRAGMENT_INDEX"
-FRAGMENT_INDEX_OUT_OF_RANGE = "FRAGMENT_INDEX_OUT_OF_RANGE"
-INVALID_FRAGMENT_COUNT = "INVALID_FRAGMENT_COUNT"
-INVALID_FRAGMENT_INDEX = "INVALID_FRAGMENT_INDEX"
-INVALID_FRAGMENT_IDENTIFIER = "INVALID_FRAGMENT_IDENTIFIER"
-INCOMPLETE_AFTER_MAX_BIN_AGE = "INCOMPLETE_AFTER_MAX_BIN_AGE"
 
 # -- bin status
 MERGED = "merged"
