@@ -7,11 +7,14 @@ own) and a Spark entry point a dbt Python model calls (re-exported here):
 * streaming bin packing: ``packer`` (``BinPacker``, ``pack_items``), ``spark.bin_pack``;
 * offline planning: ``offline`` (``plan_offline_items``), ``spark.plan_offline`` and
   ``spark.offline_report``;
-* defragment: ``defragmenter`` (``Defragmenter``, ``defragment_items``),
-  ``spark.defragment``.
+* defragment: ``defragmenter`` (``Defragmenter``, ``defragment_items``, its failure
+  reasons), ``spark.defragment``.
 
-``settings`` holds what they share: the settings and their validation, the merge and
-failure reasons, bin ids and ``BinPackingError``.
+What they share: ``settings`` (the settings, their defaults and validation, the merge
+reasons and statuses, bin ids, ``BinPackingError``), ``stream`` (the base of the two
+streaming engines), ``first_fit`` (the index both first-fit packers search). Beside
+``spark``: ``checks`` (its input checks) and ``frames`` (the output schemas and the
+pandas frames of a task).
 """
 
 from dbt_merge.bin_packing.settings import BinPackingError

@@ -225,7 +225,6 @@ def plan_offline(
             *_size_rows(size_column),
         ],
     )
-
     frame = items.select(
         F.col(id_column).cast("string").alias("_id"),
         F.col(size_column).cast("long").alias("_size"),
