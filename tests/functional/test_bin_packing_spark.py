@@ -12,25 +12,21 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from dbt_merge.bin_packing.engine import (
-    BIN_MANAGER_FULL,
-    BIN_SCHEMA,
+from dbt_merge.bin_packing.defragmenter import (
     CONFLICTING_FRAGMENT_COUNT,
-    DEFRAGMENT_SCHEMA,
     DUPLICATE_FRAGMENT_INDEX,
     INVALID_FRAGMENT_INDEX,
+)
+from dbt_merge.bin_packing.frames import BIN_SCHEMA, DEFRAGMENT_SCHEMA, OFFLINE_SCHEMA
+from dbt_merge.bin_packing.offline import plan_offline_items
+from dbt_merge.bin_packing.packer import Item, pack_items
+from dbt_merge.bin_packing.settings import (
+    BIN_MANAGER_FULL,
     MAX_ENTRIES_THRESHOLD_REACHED,
-    OFFLINE_SCHEMA,
     BinPackingError,
     BinPackingSettings,
-    Item,
-    bin_pack,
-    defragment,
-    offline_report,
-    pack_items,
-    plan_offline,
-    plan_offline_items,
 )
+from dbt_merge.bin_packing.spark import bin_pack, defragment, offline_report, plan_offline
 
 pytestmark = pytest.mark.spark
 

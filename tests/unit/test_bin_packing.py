@@ -13,31 +13,30 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from dbt_merge.bin_packing.engine import (
-    BIN_MANAGER_FULL,
+from dbt_merge.bin_packing.defragmenter import (
     CONFLICTING_FRAGMENT_COUNT,
     DUPLICATE_FRAGMENT_INDEX,
-    FAILED,
     FRAGMENT_INDEX_OUT_OF_RANGE,
     INCOMPLETE_AFTER_MAX_BIN_AGE,
     INVALID_FRAGMENT_COUNT,
     INVALID_FRAGMENT_IDENTIFIER,
     INVALID_FRAGMENT_INDEX,
+    defragment_items,
+)
+from dbt_merge.bin_packing.first_fit import _FirstFitIndex
+from dbt_merge.bin_packing.offline import plan_offline_items
+from dbt_merge.bin_packing.packer import Bin, BinPacker, Item, pack_items
+from dbt_merge.bin_packing.settings import (
+    BIN_MANAGER_FULL,
+    FAILED,
     MAX_BYTES_THRESHOLD_REACHED,
     MAX_ENTRIES_THRESHOLD_REACHED,
     MERGED,
     MIN_THRESHOLDS_REACHED,
     PENDING,
     TIMEOUT,
-    Bin,
-    BinPacker,
     BinPackingError,
     BinPackingSettings,
-    Item,
-    _FirstFitIndex,
-    defragment_items,
-    pack_items,
-    plan_offline_items,
 )
 
 T0 = datetime(2024, 1, 1)
