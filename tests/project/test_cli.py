@@ -7,9 +7,10 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, WAREHOUSE
 
 DBT = str(Path(sys.executable).with_name("dbt"))
 JAVA_FRAME = re.compile(r"^\s+at [\w.$]+\(", re.M)
@@ -90,3 +91,25 @@ def test_check_java_script_explains_what_to_install():
     assert proc.returncode == 1
     assert "Java was not found" in proc.stderr
     assert "sudo apt-get install -y openjdk-17-jre-headless" in proc.stderr
+
+
+def test_a_second_process_on_the_same_warehouse_fails_at_once(spark, tmp_path):
+    """The test run's own session holds WAREHOUSE: a dbt process pointed at it stops
+    before anything is written, naming the process that holds it."""
+    args = _project(tmp_path / "p")
+    profiles = tmp_path / "p" / "profiles.yml"
+    text = profiles.read_text()
+    profiles.write_text(text.replace("schema: cli", f"schema: cli\n      warehouse: {WAREHOUSE}"))
+    started = time.monotonic()
+    proc = subprocess.run(
+        [DBT, "run", *args], capture_output=True, text=True, env=_env(), timeout=300
+    )
+    output = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0, output
+    assert f"the warehouse '{WAREHOUSE}' is in use by another process (pid {os.getpid()}" in (
+        output
+    ), output[-2000:]
+    assert "this run stops at once, before anything is written" in output
+    assert "set `warehouse_wait` (seconds) in the profile" in output
+    assert time.monotonic() - started < 120, "no hang: it does not wait by default"
+    assert "cli" not in [r.namespace for r in spark.sql("show schemas").collect()]

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -165,3 +170,73 @@ def test_relative_paths_resolve_against_the_project(tmp_path):
 def test_short_error_drops_java_frames():
     text = "boom: bad thing\n\tat org.foo.Bar(Bar.java:1)\n\tat org.foo.Baz(Baz.java:2)"
     assert sessions.short_error(RuntimeError(text)) == "boom: bad thing"
+
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from dbt.adapters.spark_session import session
+session.hold_warehouse(Path(sys.argv[1]))
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _holder(warehouse, seconds):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(warehouse), str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def _release(warehouse):
+    sessions._held.pop(warehouse).close()
+
+
+def test_a_held_warehouse_fails_at_once_naming_the_holder(tmp_path):
+    holder = _holder(tmp_path, 60)
+    try:
+        with pytest.raises(DbtRuntimeError) as error:
+            sessions.hold_warehouse(tmp_path, wait=0)
+        text = str(error.value)
+        assert f"the warehouse '{tmp_path}' is in use by another process (pid {holder.pid}" in text
+        assert "this run stops at once, before anything is written" in text
+        assert tmp_path not in sessions._held, "nothing is held after the failure"
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_killed_holder_leaves_no_lock_behind(tmp_path):
+    holder = _holder(tmp_path, 60)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    sessions.hold_warehouse(tmp_path, wait=0)
+    try:
+        assert "pid " + str(os.getpid()) in (tmp_path / sessions.WAREHOUSE_LOCK).read_text()
+    finally:
+        _release(tmp_path)
+
+
+def test_warehouse_wait_waits_for_the_holder_to_finish(tmp_path):
+    holder = _holder(tmp_path, 1)
+    started = time.monotonic()
+    sessions.hold_warehouse(tmp_path, wait=60)
+    try:
+        assert time.monotonic() - started < 30, "taken once the holder ended"
+        assert holder.wait(timeout=30) == 0
+    finally:
+        _release(tmp_path)
+
+
+def test_warehouse_wait_gives_up_after_its_limit(tmp_path):
+    holder = _holder(tmp_path, 60)
+    try:
+        with pytest.raises(DbtRuntimeError, match=r"this run stops after waiting 1 s"):
+            sessions.hold_warehouse(tmp_path, wait=1)
+    finally:
+        holder.kill()
+        holder.wait()

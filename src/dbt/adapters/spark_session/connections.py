@@ -34,6 +34,8 @@ class SparkSessionCredentials(SparkCredentials):
     host: str | None = "localhost"
     warehouse: str = WAREHOUSE_DEFAULT
     log_dir: str = LOG_DIR_DEFAULT
+    # seconds to wait for another process that holds the warehouse (0: fail at once)
+    warehouse_wait: int = sessions.WAREHOUSE_WAIT_DEFAULT
 
     def __post_init__(self) -> None:
         if self.method != SparkConnectionMethod.SESSION:
@@ -53,7 +55,7 @@ class SparkSessionCredentials(SparkCredentials):
         return self.warehouse
 
     def _connection_keys(self) -> tuple[str, ...]:
-        return ("method", "schema", "warehouse", "log_dir")
+        return ("method", "schema", "warehouse", "log_dir", "warehouse_wait")
 
     def session_settings(self, project_root: str | None) -> sessions.SessionSettings:
         root = Path(project_root) if project_root else Path.cwd()
@@ -61,6 +63,7 @@ class SparkSessionCredentials(SparkCredentials):
             warehouse=_under(root, self.warehouse),
             log_dir=_under(root, self.log_dir),
             server_side_parameters=dict(self.server_side_parameters),
+            warehouse_wait=self.warehouse_wait,
         )
 
 

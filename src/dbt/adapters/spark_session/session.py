@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -45,6 +46,8 @@ SESSION_CATALOG = "org.apache.iceberg.spark.SparkSessionCatalog"
 WAREHOUSE_KEY = "spark.sql.catalog.spark_catalog.warehouse"
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 DRIVER_MEMORY_DEFAULT = "4g"
+WAREHOUSE_WAIT_DEFAULT = 0  # seconds; by default a second process fails at once
+WAREHOUSE_LOCK = ".dbt_merge_session.lock"
 
 
 @dataclass(frozen=True)
@@ -56,11 +59,14 @@ class SessionSettings:
         log_dir: folder for ``spark.log`` (Spark's own log, kept out of dbt's output).
         server_side_parameters: Spark settings from the profile; they win over
             every default below.
+        warehouse_wait: seconds to wait for another process that holds the
+            warehouse before failing (see ``hold_warehouse``).
     """
 
     warehouse: Path
     log_dir: Path
     server_side_parameters: dict[str, str] = field(default_factory=dict)
+    warehouse_wait: int = WAREHOUSE_WAIT_DEFAULT
 
 
 def iceberg_runtime_jar() -> str:
@@ -184,6 +190,57 @@ def prepare_warehouse(warehouse: Path) -> Path:
     return path.resolve()
 
 
+_held: dict[Path, Any] = {}  # warehouse -> the open lock file, held while the process lives
+
+
+def hold_warehouse(warehouse: Path, wait: float = WAREHOUSE_WAIT_DEFAULT) -> None:
+    """Take the warehouse for this process, or say which process has it.
+
+    The embedded Derby metastore in ``<warehouse>/metastore_db`` admits one process at
+    a time, so two dbt runs on one warehouse (a scheduled job and a manual run) would
+    collide in it. The first process holds an exclusive lock on
+    ``<warehouse>/.dbt_merge_session.lock`` (``flock``: the system drops it when the
+    process ends, however it ends, so no stale lock survives a kill) and writes who it
+    is into the file. A second process waits up to ``wait`` seconds, polling with
+    back-off, then fails naming the holder.
+    """
+    import fcntl
+
+    if warehouse in _held:
+        return
+    path = warehouse / WAREHOUSE_LOCK
+    handle = path.open("a+")
+    deadline = time.monotonic() + max(0.0, float(wait))
+    delay = 0.2
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                handle.seek(0)
+                holder = handle.read().strip() or "a process that has not said who it is"
+                handle.close()
+                waited = f"after waiting {wait} s" if wait else "at once"
+                raise DbtRuntimeError(
+                    f"spark_session: the warehouse '{warehouse}' is in use by another "
+                    f"process ({holder}); it admits one process at a time (its embedded "
+                    f"Derby metastore), so this run stops {waited}, before anything is "
+                    "written. Wait for that run to finish, or set `warehouse_wait` (seconds) "
+                    "in the profile to wait for it. The lock goes with its process: "
+                    f"nothing needs clearing by hand ({path})."
+                ) from None
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 5.0)
+    handle.seek(0)
+    handle.truncate()
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    command = " ".join(Path(sys.argv[0]).name.split() + sys.argv[1:3])
+    handle.write(f"pid {os.getpid()}, `{command}`, since {started}")
+    handle.flush()
+    _held[warehouse] = handle
+
+
 _lock = threading.Lock()
 _session: Any = None
 _session_warehouse: str | None = None
@@ -202,6 +259,7 @@ def get_session(settings: SessionSettings) -> Any:
             from pyspark.sql import SparkSession
 
             settings = replace(settings, warehouse=prepare_warehouse(settings.warehouse))
+            hold_warehouse(settings.warehouse, settings.warehouse_wait)
             running = SparkSession.getActiveSession()
             if running is None:
                 running = _build_session(settings, resolve_conf(settings))
