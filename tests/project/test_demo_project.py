@@ -263,39 +263,33 @@ def test_orders_feed_event_time_against_commit_time(spark, first_build):
     ]
 
 
-def test_message_bundles_and_uploads_across_two_deliveries(spark, first_build):
-    """The README's bin packing walkthrough: delivery 1 (the build), then delivery 2."""
-    bundles = (
-        f"select correlation_value, concat_ws(' ', members), status, merge_reason"
-        f" from {SCHEMA}.message_bundles order by opened_at"
-    )
-    uploads = (
-        f"select fragment_identifier, concat_ws(' ', members), status,"
-        f" coalesce(failure_reason, merge_reason), bytes"
-        f" from {SCHEMA}.upload_reassembly order by fragment_identifier, opened_at"
-    )
-    models = ["stg_message_events+", "stg_upload_fragments+"]
-    dbt("build", "--select", "message_events", "upload_fragments", *models, "--full-refresh")
-    sent = {
-        "c1": ("m01 m02 m03 m04 m05", "merged", "MAX_ENTRIES_THRESHOLD_REACHED"),
-        "c2": ("m06 m07 m08", "merged", "MAX_BYTES_THRESHOLD_REACHED"),
-        "c3": ("m09", "merged", "MAX_BYTES_THRESHOLD_REACHED"),  # larger than max bytes
-        "c4": ("m10 m11", "merged", "TIMEOUT"),  # 31 minutes old when m16 arrives
-        "c10": ("m12", "merged", "BIN_MANAGER_FULL"),  # a fifth bundle opens at 10:43
-        "c5": ("m13 m14 m15", "merged", "MIN_THRESHOLDS_REACHED"),  # at the run's end
-    }
-    assert rows(spark, bundles) == [(c, *v) for c, v in sent.items()] + [
-        ("c6", "m16", "pending", None),
-        ("c7", "m17", "pending", None),
-        ("c8", "m18", "pending", None),
-    ]
-    dbt("run", "--select", *models, "--vars", json.dumps({"stream_delivery": 2}))
-    assert rows(spark, bundles) == [(c, *v) for c, v in sent.items()] + [
-        ("c6", "m16 m19 m20", "merged", "MIN_THRESHOLDS_REACHED"),  # resumed and sent
-        ("c7", "m17 m21 m22 m23 m24", "merged", "MAX_ENTRIES_THRESHOLD_REACHED"),
-        ("c8", "m18", "pending", None),  # nothing new for c8 and not yet 30 minutes old
-        ("c11", "m25", "pending", None),
-    ]
+BUNDLES = (
+    f"select correlation_value, concat_ws(' ', members), status, merge_reason"
+    f" from {SCHEMA}.message_bundles order by opened_at"
+)
+# the bundles sent by delivery 1, in the order they were opened
+SENT = {
+    "c1": ("m01 m02 m03 m04 m05", "merged", "MAX_ENTRIES_THRESHOLD_REACHED"),
+    "c2": ("m06 m07 m08", "merged", "MAX_BYTES_THRESHOLD_REACHED"),
+    "c3": ("m09", "merged", "MAX_BYTES_THRESHOLD_REACHED"),  # larger than max bytes
+    "c4": ("m10 m11", "merged", "TIMEOUT"),  # 31 minutes old when m16 arrives
+    "c10": ("m12", "merged", "BIN_MANAGER_FULL"),  # a fifth bundle opens at 10:43
+    "c5": ("m13 m14 m15", "merged", "MIN_THRESHOLDS_REACHED"),  # at the run's end
+}
+AFTER_DELIVERY_1 = [(c, *v) for c, v in SENT.items()] + [
+    ("c6", "m16", "pending", None),
+    ("c7", "m17", "pending", None),
+    ("c8", "m18", "pending", None),
+]
+AFTER_DELIVERY_2 = [(c, *v) for c, v in SENT.items()] + [
+    ("c6", "m16 m19 m20", "merged", "MIN_THRESHOLDS_REACHED"),  # resumed and sent
+    ("c7", "m17 m21 m22 m23 m24", "merged", "MAX_ENTRIES_THRESHOLD_REACHED"),
+    ("c8", "m18", "pending", None),  # nothing new for c8 and not yet 30 minutes old
+    ("c11", "m25", "pending", None),
+]
+
+
+def assert_every_message_once_and_one_event_per_sent_bundle(spark):
     members = rows(spark, f"select explode(members) from {SCHEMA}.message_bundles")
     every = rows(spark, f"select message_id from {SCHEMA}.message_events")
     assert sorted(members) == sorted(every), "every message in exactly one bundle"
@@ -303,6 +297,21 @@ def test_message_bundles_and_uploads_across_two_deliveries(spark, first_build):
         spark, f"select child_id, count(*) from {SCHEMA}.message_bundles_provenance group by 1"
     )
     assert len(events) == 8 and all(count == 1 for _, count in events), "one JOIN per sent bundle"
+
+
+def test_message_bundles_and_uploads_across_two_deliveries(spark, first_build):
+    """The README's bin packing walkthrough: delivery 1 (the build), then delivery 2."""
+    uploads = (
+        f"select fragment_identifier, concat_ws(' ', members), status,"
+        f" coalesce(failure_reason, merge_reason), bytes"
+        f" from {SCHEMA}.upload_reassembly order by fragment_identifier, opened_at"
+    )
+    models = ["stg_message_events+", "stg_upload_fragments+"]
+    dbt("build", "--select", "message_events", "upload_fragments", *models, "--full-refresh")
+    assert rows(spark, BUNDLES) == AFTER_DELIVERY_1
+    dbt("run", "--select", *models, "--vars", json.dumps({"stream_delivery": 2}))
+    assert rows(spark, BUNDLES) == AFTER_DELIVERY_2
+    assert_every_message_once_and_one_event_per_sent_bundle(spark)
 
     assert rows(spark, uploads) == [
         ("u1", "u1-1 u1-2 u1-3 u1-4", "merged", "MAX_ENTRIES_THRESHOLD_REACHED", 3700),
@@ -331,3 +340,21 @@ def test_offline_plan_of_a_tables_files(spark, first_build):
     assert total[0][1] == total[0][2], "first-fit-decreasing meets ceil(total / 64 KiB) here"
     planned = rows(spark, f"select sum(entries) from {SCHEMA}.daily_events_compaction_plan")
     assert planned == [(60,)]
+
+
+def test_a_run_that_died_between_the_bundles_and_their_provenance(spark, first_build):
+    """Delivery 2 died after the bundles' commit and before their provenance's (the
+    state such a run leaves: the bundles model ran, its provenance model did not), then
+    the next plain run: the same bundles and events as a run that never died."""
+    models = ["stg_message_events+"]
+    dbt("run", "--select", *models, "--full-refresh")
+    assert rows(spark, BUNDLES) == AFTER_DELIVERY_1
+    delivery_2 = ["--vars", json.dumps({"stream_delivery": 2})]
+    dbt("run", "--select", "stg_message_events", "message_bundles", *delivery_2)
+    assert rows(spark, BUNDLES) == AFTER_DELIVERY_2
+    recorded = rows(spark, f"select count(*) from {SCHEMA}.message_bundles_provenance")
+    assert recorded == [(6,)], "delivery 2's two sent bundles are not recorded yet"
+
+    dbt("run", "--select", *models, *delivery_2)
+    assert rows(spark, BUNDLES) == AFTER_DELIVERY_2, "the re-run changed no bundle"
+    assert_every_message_once_and_one_event_per_sent_bundle(spark)
