@@ -1,3 +1,24 @@
+{#--
+    The nodes of an entity merge's equality graph: an entity is `<offset>|<id>`, an
+    operand value `=<group>:<type>:<value>`. These macros are the one place that
+    writes them (with the Python twin of the prefix, VALUE_NODE_PREFIX).
+--#}
+
+{#-- The first character of every value node; an entity node starts with its dataset
+     offset, a number. dbt_merge.entity_merge.VALUE_NODE_PREFIX is the same string
+     (tests/unit/test_entity_merge_macros.py holds them equal). --#}
+{% macro _entity_value_node_prefix() %}
+    {{ return('=') }}
+{% endmacro %}
+
+
+{#-- SQL condition that a node of the graph (a column of an edges or components table)
+     is an entity node, not a value node. --#}
+{% macro _is_entity_node_sql(node_sql) %}
+    {{- 'not startswith(' ~ node_sql ~ ', ' ~ dbt_merge._sql_string(dbt_merge._entity_value_node_prefix()) ~ ')' -}}
+{% endmacro %}
+
+
 {#-- An entity's id as a string. --#}
 {% macro _entity_id_sql(dataset) %}
     {{- "cast(" ~ dataset.alias ~ "." ~ dataset.id_sql ~ " as string)" -}}

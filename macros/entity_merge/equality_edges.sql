@@ -40,7 +40,7 @@
             {% do value_selects.append({
                 'label': group.labels | join(' + '),
                 'type': value_type,
-                'prefix': '=' ~ group_index ~ ':' ~ value_type ~ ':',
+                'prefix': dbt_merge._entity_value_node_prefix() ~ group_index ~ ':' ~ value_type ~ ':',
                 'sql': value_sql,
             }) %}
         {% endfor %}

@@ -56,7 +56,7 @@ with
 components as (
     select node, component
     from {{ components }}
-    where not startswith(node, '=')
+    where {{ dbt_merge._is_entity_node_sql('node') }}
 ),
 
 -- members: one row per input entity, each property as a typed array plus its JSON
@@ -328,7 +328,7 @@ from numbered
     {% set check -%}
         select component, count(*) as member_count, array_join(slice(sort_array(collect_list(node)), 1, 5), ', ') as sample
         from {{ components }}
-        where not startswith(node, '=')
+        where {{ dbt_merge._is_entity_node_sql('node') }}
         group by component
         having count(*) > {{ spec.max_merged }}
         order by member_count desc, component

@@ -267,6 +267,8 @@ NOT_SQL = {
     "match, returns a dict",
     "spark_session___inspect_expression": "the spark_session implementation: Python "
     "(sqlglot), returns a dict",
+    "_entity_value_node_prefix": "returns the value-node prefix (a string)",
+    "_is_entity_node_sql": "a condition, parsed inside merge_entities and _check_max_merged",
     "_entity_id_sql": "an expression, parsed inside equality_edges and merge_entities",
     "_entity_node_sql": "an expression, parsed inside equality_edges and merge_entities",
     "_entity_ids_sql": "an expression, parsed inside merge_entities",
