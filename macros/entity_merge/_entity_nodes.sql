@@ -31,6 +31,13 @@
 {% endmacro %}
 
 
+{#-- The node name of a member (a row or struct with member_offset and member_id):
+     `<offset>|<id>`, as _entity_node_sql names it in the equality graph. --#}
+{% macro _member_node_sql(member) %}
+    {{- "concat(" ~ member ~ ".member_offset, '|', " ~ member ~ ".member_id)" -}}
+{% endmacro %}
+
+
 {#-- The original ids an entity stands for: its `$ids` when it has them, else its id. --#}
 {% macro _entity_ids_sql(dataset) %}
     {%- if dataset.ids_sql -%}
