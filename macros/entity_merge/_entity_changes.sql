@@ -6,8 +6,9 @@
 --#}
 
 {#-- The CTEs previous, changed, gone, the retired ones, emitted and numbered, over
-     the CTE current_entities (_entity_records_ctes). --#}
-{% macro _entity_changes_ctes(spec, output_columns, previous_columns) %}
+     the CTE current_entities (_entity_records_ctes); columns are the strategy's typed
+     columns. --#}
+{% macro _entity_changes_ctes(columns, output_columns, previous_columns) %}
 -- incremental: compare with what is stored and emit only the differences
 previous as (
     select * from {{ this }}
@@ -36,7 +37,7 @@ gone as (
     where not previous.`$deleted`
 ),
 
-{{ dbt_merge._entity_retired_ctes(spec, output_columns, previous_columns) }},
+{{ dbt_merge._entity_retired_ctes(columns, previous_columns) }},
 
 emitted as (
     select * from changed
@@ -58,7 +59,7 @@ numbered as (
 {#-- The CTEs current_members, gone_members, gone_replaced and retired: every gone id
      as a deleted row, replaced when some member lives on in a current entity; a typed
      column the stored table does not have yet is null. --#}
-{% macro _entity_retired_ctes(spec, output_columns, previous_columns) %}
+{% macro _entity_retired_ctes(columns, previous_columns) %}
 current_members as (
     select distinct explode(`$ids`) as member_id
     from current_entities
@@ -85,11 +86,11 @@ retired as (
         true as `$deleted`,
         coalesce(gone_replaced.is_replaced, false) as `$replaced`,
         gone.entity
-        {%- for column in output_columns[4:] %},
-        {%- if (column | replace('`', '') | lower) in previous_columns %}
-        gone.{{ column }}
+        {%- for column in columns %},
+        {%- if column.name | lower in previous_columns %}
+        gone.{{ adapter.quote(column.name) }}
         {%- else %}
-        cast(null as {{ 'array<string>' if spec.strategy == 'list' else 'array<' ~ spec.properties[column | replace('`', '') | lower].type ~ '>' }}) as {{ column }}
+        cast(null as {{ column.type }}) as {{ adapter.quote(column.name) }}
         {%- endif %}
         {%- endfor %}
     from gone

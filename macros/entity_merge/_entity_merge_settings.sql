@@ -9,7 +9,7 @@
         'settings': ['datasets', 'equality', 'equality_sets', 'identity', 'strategy',
                      'max_merged', 'id_column', 'deleted_column'],
         'identities': ['composite', 'first'],
-        'strategies': ['default', 'compact', 'list'],
+        'strategies': dbt_merge._entity_strategies().keys() | list,
         'functions': {
             'lower': 'lower({})', 'upper': 'upper({})', 'trim': 'trim({})',
             'ltrim': 'ltrim({})', 'rtrim': 'rtrim({})', 'string': 'cast({} as string)',

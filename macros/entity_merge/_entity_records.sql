@@ -4,8 +4,9 @@
 --#}
 
 {#-- The CTEs identified, valued, entities, checked and current_entities, over the
-     CTE grouped (_entity_members_ctes). --#}
-{% macro _entity_records_ctes(spec, props) %}
+     CTE grouped (_entity_members_ctes); strategy is what the merge's strategy macro
+     returned (strategies/_entity_strategies.sql). --#}
+{% macro _entity_records_ctes(spec, props, strategy) %}
 -- identity, $ids and, per property, the members that have it
 identified as (
     select
@@ -28,12 +29,8 @@ identified as (
 valued as (
     select
         *
-        {%- for prop in props %},
-        {%- if spec.strategy == 'compact' %}
-        array_distinct(flatten(transform(having_{{ prop.index }}, m -> m.v_{{ prop.index }}))) as values_{{ prop.index }}
-        {%- else %}
-        flatten(transform(having_{{ prop.index }}, m -> m.v_{{ prop.index }})) as values_{{ prop.index }}
-        {%- endif %}
+        {%- for values_sql in strategy.values_sql %},
+        {{ values_sql }} as values_{{ loop.index0 }}
         {%- endfor %}
     from identified
 ),
@@ -44,27 +41,10 @@ entities as (
         composite_id,
         `$ids`,
         `$deleted`,
-        {%- if spec.strategy == 'list' %}
-        concat('{"$merged":[', array_join(transform(members, m -> m.member_json), ','), ']}') as entity,
-        transform(members, m -> m.member_json) as `$merged`
-        {%- else %}
-        concat('{', concat_ws(','
-            {%- for prop in props %},
-            case
-                {%- if spec.strategy == 'compact' %}
-                when size(values_{{ prop.index }}) = 1 then concat({{ dbt_merge._sql_string(prop.name | tojson ~ ':') }}, {{ dbt_merge._json_scalar_sql('values_' ~ prop.index) }})
-                when size(values_{{ prop.index }}) > 1 then concat({{ dbt_merge._sql_string(prop.name | tojson ~ ':') }}, to_json(values_{{ prop.index }}))
-                {%- else %}
-                when size(having_{{ prop.index }}) = 1 then concat({{ dbt_merge._sql_string(prop.name | tojson ~ ':') }}, having_{{ prop.index }}[0].j_{{ prop.index }})
-                when size(having_{{ prop.index }}) > 1 then concat({{ dbt_merge._sql_string(prop.name | tojson ~ ':') }}, to_json(values_{{ prop.index }}))
-                {%- endif %}
-            end
-            {%- endfor %}
-        ), '}') as entity
-        {%- for prop in props %},
-        case when size({{ 'values_' if spec.strategy == 'compact' else 'having_' }}{{ prop.index }}) > 0 then values_{{ prop.index }} end as {{ adapter.quote(prop.name) }}
+        {{ strategy.entity_sql }} as entity
+        {%- for column in strategy.columns %},
+        {{ column.sql }} as {{ adapter.quote(column.name) }}
         {%- endfor %}
-        {%- endif %}
     from valued
 ),
 
@@ -72,7 +52,7 @@ entities as (
 
 current_entities as (
     select `_id`, `$ids`, `$deleted`, false as `$replaced`, entity
-        {%- if spec.strategy == 'list' %}, `$merged`{% else %}{% for prop in props %}, {{ adapter.quote(prop.name) }}{% endfor %}{% endif %}
+        {%- for column in strategy.columns %}, {{ adapter.quote(column.name) }}{% endfor %}
     from checked
 )
 {%- endmacro %}

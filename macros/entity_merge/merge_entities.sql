@@ -42,25 +42,23 @@
 {#-- The SELECT itself; `shuffle` reads every dataset in random partitions (used by the
      identity_is_deterministic test). One chain of CTEs: the members of every component
      (_entity_members_ctes), one row per entity with its identity and the strategy's
-     entity and columns (_entity_records_ctes), then numbered: every entity, or in an
+     entity and columns (_entity_records_ctes, the strategy from the registry in
+     strategies/_entity_strategies.sql), then numbered: every entity, or in an
      incremental model only what changed (_entity_changes_ctes). --#}
 {% macro _merge_entities_sql(spec, components, incremental=false, previous_columns=[], shuffle=false) %}
     {%- set props = dbt_merge._entity_properties(spec) %}
+    {%- set strategy = dbt_merge._entity_strategies()[spec.strategy]({'props': props, 'spec': spec}) %}
     {%- set output_columns = ['`$ids`', '`$deleted`', '`$replaced`', 'entity'] %}
-    {%- if spec.strategy == 'list' %}
-    {%- do output_columns.append('`$merged`') %}
-    {%- else %}
-    {%- for prop in props %}{% do output_columns.append(adapter.quote(prop.name)) %}{% endfor %}
-    {%- endif %}
+    {%- for column in strategy.columns %}{% do output_columns.append(adapter.quote(column.name)) %}{% endfor %}
 
 with
 
 {{ dbt_merge._entity_members_ctes(spec, components, props, shuffle) }},
 
-{{ dbt_merge._entity_records_ctes(spec, props) }},
+{{ dbt_merge._entity_records_ctes(spec, props, strategy) }},
 {%- if incremental %}
 
-{{ dbt_merge._entity_changes_ctes(spec, output_columns, previous_columns) }}
+{{ dbt_merge._entity_changes_ctes(strategy.columns, output_columns, previous_columns) }}
 {%- else %}
 
 numbered as (

@@ -295,6 +295,13 @@ NOT_SQL = {
     "_entity_member_properties_sql": "columns, parsed inside merge_entities",
     "_member_node_sql": "an expression, parsed inside merge_entities",
     "_json_scalar_sql": "an expression, parsed inside merge_entities (strategy compact)",
+    "_entity_strategies": "returns the strategy macros by name (a dict)",
+    "_entity_strategy_default": "returns SQL fragments (a dict), parsed inside people_plain",
+    "_entity_strategy_compact": "returns SQL fragments (a dict), parsed inside people_first",
+    "_entity_strategy_list": "returns SQL fragments (a dict), parsed inside people_listed",
+    "_entity_object_sql": "an expression, parsed inside people_plain and people_first",
+    "_entity_property_field_sql": "an expression, parsed inside people_plain and people_first",
+    "_entity_property_column": "returns a column (a dict), parsed inside people_plain",
     "_member_json_sql": "an expression, parsed inside merge_entities (strategy list)",
     # core
     "_sql_string": "a string literal, parsed inside the statements that use it",
