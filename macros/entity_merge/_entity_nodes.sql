@@ -19,6 +19,13 @@
 {% endmacro %}
 
 
+{#-- The value node of an operand value: `=<group>:<type>:<value>`, one namespace per
+     equality group and value type. --#}
+{% macro _entity_value_node_sql(group_index, value_type, value_sql) %}
+    {{- 'concat(' ~ dbt_merge._sql_string(dbt_merge._entity_value_node_prefix() ~ group_index ~ ':' ~ value_type ~ ':') ~ ', cast(' ~ value_sql ~ ' as string))' -}}
+{% endmacro %}
+
+
 {#-- An entity's id as a string. --#}
 {% macro _entity_id_sql(dataset) %}
     {{- "cast(" ~ dataset.alias ~ "." ~ dataset.id_sql ~ " as string)" -}}

@@ -14,6 +14,9 @@
     only what changed since the stored table: new or changed entities, and ids that are
     no longer valid as deleted rows (with $replaced = true when their members now belong
     to another entity). _updated continues from the stored maximum.
+
+    The datasets' ids are checked once per merge, by equality_edges: the components
+    come from its edges, so in a run that builds the merge it has run before this node.
 --#}
 {% macro merge_entities(merge_name, components) %}
     {{ return(adapter.dispatch('merge_entities', 'dbt_merge')(merge_name, components)) }}
@@ -28,7 +31,7 @@
     {% if components is string or components.identifier is not defined %}
         {% do exceptions.raise_compiler_error("Macro merge_entities expected a Relation (ref('<components model>')) as components but received the value: " ~ components) %}
     {% endif %}
-    {% do dbt_merge._check_entity_ids(spec) %}
+    {#-- the ids were checked by equality_edges, the node these components come from --#}
     {% do dbt_merge._check_max_merged(spec, components) %}
     {% set incremental = is_incremental() %}
     {% set previous_columns = [] %}

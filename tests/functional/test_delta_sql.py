@@ -286,6 +286,9 @@ NOT_SQL = {
     "(sqlglot), returns a dict",
     "_entity_value_node_prefix": "returns the value-node prefix (a string)",
     "_is_entity_node_sql": "a condition, parsed inside merge_entities and _check_max_merged",
+    "_entity_value_node_sql": "an expression, parsed inside equality_edges",
+    "_entity_operand_values": "returns the operand values (a list of dicts); their SQL is "
+    "parsed in people_edges",
     "_entity_id_sql": "an expression, parsed inside equality_edges and merge_entities",
     "_entity_node_sql": "an expression, parsed inside equality_edges and merge_entities",
     "_entity_ids_sql": "an expression, parsed inside merge_entities",

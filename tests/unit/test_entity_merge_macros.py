@@ -58,3 +58,6 @@ def test_macros_and_python_share_the_value_node_prefix():
     assert dbt_merge._is_entity_node_sql("node") == (
         f"not startswith(node, '{VALUE_NODE_PREFIX}')"
     ), "merge_entities drops the same value nodes in SQL"
+    assert dbt_merge._entity_value_node_sql(0, "string", "v") == (
+        f"concat('{VALUE_NODE_PREFIX}0:string:', cast(v as string))"
+    ), "a value node is the prefix, the group, the type and the value"
