@@ -7,6 +7,8 @@
         not k*(k-1)/2. Values of different types never meet (typed equality, no casts).
     Null, empty-string and empty-array operands make no edge; arrays give one edge per
     element. Deleted entities are left out entirely: they never merge.
+    This node checks the datasets' ids (_check_entity_ids), once for the whole merge:
+    the components and the merged model are built from these edges.
 --#}
 {% macro equality_edges(merge_name) %}
     {{ return(adapter.dispatch('equality_edges', 'dbt_merge')(merge_name)) }}
@@ -19,32 +21,7 @@
         {{ return('select cast(null as string) as src, cast(null as string) as dst') }}
     {% endif %}
     {% do dbt_merge._check_entity_ids(spec) %}
-    {% set value_selects = [] %}
-    {% for group in spec.groups %}
-        {% set group_index = loop.index0 %}
-        {% for operand in group.operands %}
-            {% set dataset = spec.datasets[operand.offset] %}
-            {% set element = dbt_merge._array_element_type(operand.type) %}
-            {% set value_type = dbt_merge._normalized_type(element if element else operand.type) %}
-            {% set value_sql -%}
-                select
-                    {{ dbt_merge._entity_node_sql(dataset) }} as src,
-                    {%- if element %}
-                    explode({{ operand.sql }}) as dbt_merge_value
-                    {%- else %}
-                    {{ operand.sql }} as dbt_merge_value
-                    {%- endif %}
-                from {{ dataset.relation }} as {{ dataset.alias }}
-                where {{ dbt_merge._entity_is_live_sql(dataset) }}
-            {%- endset %}
-            {% do value_selects.append({
-                'label': group.labels | join(' + '),
-                'type': value_type,
-                'prefix': '=' ~ group_index ~ ':' ~ value_type ~ ':',
-                'sql': value_sql,
-            }) %}
-        {% endfor %}
-    {% endfor %}
+    {% set operand_values = dbt_merge._entity_operand_values(spec) %}
 
 with
 
@@ -60,12 +37,12 @@ entities_{{ dataset.offset }} as (
 {% endfor %}
 
 -- operand values: one edge from an entity to each of its non-empty values
-{% for value in value_selects %}
+{% for value in operand_values %}
 values_{{ loop.index0 }} as (
     -- {{ value.label }}
     select
         src,
-        concat({{ dbt_merge._sql_string(value.prefix) }}, cast(dbt_merge_value as string)) as dst
+        {{ dbt_merge._entity_value_node_sql(value.group, value.type, 'dbt_merge_value') }} as dst
     from (
         {{ value.sql }}
     ) as operand_values
@@ -81,7 +58,7 @@ edges as (
     select src, dst from entities_{{ dataset.offset }}
     union all
     {% endfor %}
-    {% for value in value_selects %}
+    {% for value in operand_values %}
     select src, dst from values_{{ loop.index0 }}
     {% if not loop.last %}union all{% endif %}
     {% endfor %}
@@ -91,47 +68,41 @@ select distinct src, dst from edges
 {% endmacro %}
 
 
-{#-- An entity's id as a string. --#}
-{% macro _entity_id_sql(dataset) %}
-    {{- "cast(" ~ dataset.alias ~ "." ~ dataset.id_sql ~ " as string)" -}}
+{#-- Per operand of every equality group: {label, group, type, sql}, sql the select of
+     each live entity's node (src) and its operand value (dbt_merge_value, one row per
+     element of an array operand), type the type values compare as. --#}
+{% macro _entity_operand_values(spec) %}
+    {% set operand_values = [] %}
+    {% for group in spec.groups %}
+        {% set group_index = loop.index0 %}
+        {% for operand in group.operands %}
+            {% set dataset = spec.datasets[operand.offset] %}
+            {% set element = dbt_merge._array_element_type(operand.type) %}
+            {% set value_sql -%}
+                select
+                    {{ dbt_merge._entity_node_sql(dataset) }} as src,
+                    {%- if element %}
+                    explode({{ operand.sql }}) as dbt_merge_value
+                    {%- else %}
+                    {{ operand.sql }} as dbt_merge_value
+                    {%- endif %}
+                from {{ dataset.relation }} as {{ dataset.alias }}
+                where {{ dbt_merge._entity_is_live_sql(dataset) }}
+            {%- endset %}
+            {% do operand_values.append({
+                'label': group.labels | join(' + '),
+                'group': group_index,
+                'type': dbt_merge._normalized_type(element if element else operand.type),
+                'sql': value_sql,
+            }) %}
+        {% endfor %}
+    {% endfor %}
+    {{ return(operand_values) }}
 {% endmacro %}
 
 
-{#-- The node name of an entity: `<offset>|<id>`. --#}
-{% macro _entity_node_sql(dataset) %}
-    {{- "concat('" ~ dataset.offset ~ "|', " ~ dbt_merge._entity_id_sql(dataset) ~ ")" -}}
-{% endmacro %}
-
-
-{#-- The original ids an entity stands for: its `$ids` when it has them, else its id. --#}
-{% macro _entity_ids_sql(dataset) %}
-    {%- if dataset.ids_sql -%}
-        coalesce({{ dataset.alias }}.{{ dataset.ids_sql }}, array({{ dbt_merge._entity_id_sql(dataset) }}))
-    {%- else -%}
-        array({{ dbt_merge._entity_id_sql(dataset) }})
-    {%- endif -%}
-{% endmacro %}
-
-
-{% macro _entity_is_deleted_sql(dataset) %}
-    {%- if dataset.deleted_sql -%}
-        coalesce({{ dataset.alias }}.{{ dataset.deleted_sql }}, false)
-    {%- else -%}
-        false
-    {%- endif -%}
-{% endmacro %}
-
-
-{% macro _entity_is_live_sql(dataset) %}
-    {%- if dataset.deleted_sql -%}
-        not {{ dbt_merge._entity_is_deleted_sql(dataset) }}
-    {%- else -%}
-        true
-    {%- endif -%}
-{% endmacro %}
-
-
-{#-- Null and duplicate ids make identities ambiguous: fail before anything is written. --#}
+{#-- Null and duplicate ids make identities ambiguous: fail before anything is written.
+     Run once per merge, by its first node (equality_edges). --#}
 {% macro _check_entity_ids(spec) %}
     {% set checks = [] %}
     {% for dataset in spec.datasets %}

@@ -24,6 +24,16 @@ def rows(spark, sql):
     return [tuple(r) for r in spark.sql(sql).collect()]
 
 
+def sql_recorder(queries: list[str]):
+    """A dbt callback that appends the SQL of every statement dbt runs to queries."""
+
+    def record(event):
+        if event.info.name == "SQLQuery":
+            queries.append(event.data.sql)
+
+    return record
+
+
 # the stored output with two faults: c2 no longer deleted, a2's entity changed
 SESAM_TAMPERED = """
 select
@@ -86,8 +96,11 @@ class TestSesamExample(InstallsDbtMerge):
     def test_golden_records(self, project, spark):
         run_dbt(["deps"])
         run_dbt(["seed"])
-        results = run_dbt(["run"])
+        queries = []
+        results = run_dbt(["run"], callbacks=[sql_recorder(queries)])
         assert len(results) == 4  # edges, components, merged, tampered copy
+        id_checks = [q for q in queries if "having entity_id is null" in q]
+        assert len(id_checks) == 1, "the ids are checked once per merge, by sesam_edges"
         got = rows(
             spark,
             f"select `_id`, `$ids`, `$deleted`, `_updated`, `$replaced`, entity "

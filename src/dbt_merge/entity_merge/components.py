@@ -21,6 +21,8 @@ from pyspark.sql import functions as F
 
 from dbt_merge.entity_merge.closure import connected_components
 
+# value nodes of the equality graph start with it; the macros write it with
+# _entity_value_node_prefix() (macros/entity_merge/_entity_nodes.sql), the same string
 VALUE_NODE_PREFIX = "="
 
 
@@ -29,8 +31,8 @@ def entity_components(edges: DataFrame, **closure_options: Any) -> DataFrame:
 
     Args:
         edges: the edges model (columns ``src``, ``dst``). Entity nodes are named
-            ``<offset>|<id>``; value nodes start with ``=`` and are dropped from the
-            result, they only connect entities.
+            ``<offset>|<id>``; value nodes start with ``VALUE_NODE_PREFIX`` (``=``)
+            and are dropped from the result, they only connect entities.
         **closure_options: passed to ``dbt_merge.closure.connected_components``
             (``max_driver_edges``, ``max_rounds``, ``stats``).
 

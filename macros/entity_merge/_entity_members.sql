@@ -1,0 +1,118 @@
+{#--
+    The members of an entity merge's components: every input entity as a member of its
+    component, the members of a component in one sorted array, each with its id, $ids,
+    deleted flag, JSON and per property its values (a typed array) and their JSON.
+--#}
+
+{#-- The merge's properties in name order, each {key, index, name, type}: the index
+     names the per-property columns (v_<i>, j_<i>, having_<i>, values_<i>). --#}
+{% macro _entity_properties(spec) %}
+    {% set props = [] %}
+    {% for key in spec.properties | sort %}
+        {% do props.append(spec.properties[key]) %}
+        {% do props[-1].update({'key': key, 'index': loop.index0}) %}
+    {% endfor %}
+    {{ return(props) }}
+{% endmacro %}
+
+
+{#-- The CTEs components, members, assigned and grouped: one row per component with its
+     members sorted by dataset offset, then id. A deleted entity is a component of its
+     own, and so is an entity the closure did not see. --#}
+{% macro _entity_members_ctes(spec, components, props, shuffle) %}
+    {%- set member_order = '(l, r) -> case when l.member_offset < r.member_offset then -1 when l.member_offset > r.member_offset then 1 when l.member_id < r.member_id then -1 when l.member_id > r.member_id then 1 else 0 end' %}
+-- components of live entities (value nodes of the equality graph left out)
+components as (
+    select node, component
+    from {{ components }}
+    where {{ dbt_merge._is_entity_node_sql('node') }}
+),
+
+-- members: one row per input entity, each property as a typed array plus its JSON
+members as (
+    {% for dataset in spec.datasets %}
+    {{ '(' if shuffle }}select
+        {{ dataset.offset }} as member_offset,
+        {{ dbt_merge._entity_id_sql(dataset) }} as member_id,
+        {{ dbt_merge._entity_ids_sql(dataset) }} as member_ids,
+        {{ dbt_merge._entity_is_deleted_sql(dataset) }} as member_deleted,
+        {{- dbt_merge._entity_member_properties_sql(dataset, props) }}
+        {{ dbt_merge._member_json_sql(dataset, props) }} as member_json
+    from {{ dataset.relation }} as {{ dataset.alias }}
+    {%- if shuffle %}
+    distribute by rand())
+    {%- endif %}
+    {% if not loop.last %}union all{% endif %}
+    {% endfor %}
+),
+
+-- a deleted entity never merges: it is a component of its own
+assigned as (
+    select
+        m.*,
+        case
+            when m.member_deleted or c.component is null then {{ dbt_merge._member_node_sql('m') }}
+            else c.component
+        end as component
+    from members as m
+    left join components as c
+        on c.node = {{ dbt_merge._member_node_sql('m') }}
+),
+
+grouped as (
+    select
+        component,
+        array_sort(
+            collect_list(struct(
+                member_offset, member_id, member_ids, member_deleted, member_json
+                {%- for prop in props %}, v_{{ prop.index }}, j_{{ prop.index }}{% endfor %}
+            )),
+            {{ member_order }}
+        ) as members
+    from assigned
+    group by component
+)
+{%- endmacro %}
+
+
+{#-- A member's properties, per property v_<i>: its values as array<T> (a scalar becomes
+     a one-element array, a null no array), and j_<i>: their JSON as the dataset holds
+     them; both null for a property the dataset does not have. --#}
+{% macro _entity_member_properties_sql(dataset, props) %}
+        {%- for prop in props %}
+        {%- if prop.key in dataset.columns %}
+        {%- set raw = dataset.alias ~ '.' ~ adapter.quote(dataset.column_names[prop.key]) %}
+        {%- if dbt_merge._array_element_type(dataset.columns[prop.key]) %}
+        cast({{ raw }} as array<{{ prop.type }}>) as v_{{ prop.index }},
+        to_json({{ raw }}) as j_{{ prop.index }},
+        {%- else %}
+        case when {{ raw }} is not null then array(cast({{ raw }} as {{ prop.type }})) end as v_{{ prop.index }},
+        case when {{ raw }} is not null then {{ dbt_merge._json_scalar_sql('array(' ~ raw ~ ')') }} end as j_{{ prop.index }},
+        {%- endif %}
+        {%- else %}
+        cast(null as array<{{ prop.type }}>) as v_{{ prop.index }},
+        cast(null as string) as j_{{ prop.index }},
+        {%- endif %}
+        {%- endfor %}
+{%- endmacro %}
+
+
+{#-- JSON of the single element of a one-element array expression. --#}
+{% macro _json_scalar_sql(array_sql) %}
+    {{- 'substring(to_json(' ~ array_sql ~ '), 2, length(to_json(' ~ array_sql ~ ')) - 2)' -}}
+{% endmacro %}
+
+
+{#-- A member's own properties as JSON (for strategy list): null properties left out. --#}
+{% macro _member_json_sql(dataset, props) %}
+    {%- set fields = [] %}
+    {%- for prop in props if prop.key in dataset.columns %}
+        {%- do fields.append(dbt_merge._sql_string(prop.name) ~ ', ' ~ dataset.alias ~ '.' ~ adapter.quote(dataset.column_names[prop.key])) %}
+    {%- endfor %}
+    {%- if fields %}
+        {{- 'to_json(named_struct(' ~ (fields | join(', ')) ~ '))' -}}
+    {%- else %}
+        {{- "'{}'" -}}
+    {%- endif %}
+{% endmacro %}
+

@@ -1,0 +1,86 @@
+{#--
+    The datasets of an entity merge: the declared entries, their columns as the warehouse
+    has them, and the properties they bring (one column per property across datasets).
+--#}
+
+{#-- The datasets, "<model or seed name> <alias>" in declaration order (the position is
+     the offset), each ref()'d for its relation. --#}
+{% macro _entity_merge_datasets(merge_name, raw_datasets) %}
+    {% if raw_datasets is string or raw_datasets is not sequence or raw_datasets | length == 0 %}
+        {% do dbt_merge._entity_merge_error(merge_name, 'datasets', 'expected a non-empty list of "<model or seed name> <alias>" but received the value: ' ~ raw_datasets) %}
+    {% endif %}
+    {% set datasets = [] %}
+    {% set by_alias = {} %}
+    {% for entry in raw_datasets %}
+        {% set parts = (entry | string).split() %}
+        {% if entry is not string or parts | length not in [1, 2] %}
+            {% do dbt_merge._entity_merge_error(merge_name, 'datasets', 'entry ' ~ loop.index0 ~ ' is ' ~ entry ~ ', expected "<model or seed name> <alias>"') %}
+        {% endif %}
+        {% set alias = parts[-1] %}
+        {% if not modules.re.match('^[A-Za-z_][A-Za-z0-9_]*$', alias) %}
+            {% do dbt_merge._entity_merge_error(merge_name, 'datasets', 'alias ' ~ alias ~ ' of entry ' ~ loop.index0 ~ ' is not a plain identifier') %}
+        {% endif %}
+        {% if alias | lower in by_alias %}
+            {% do dbt_merge._entity_merge_error(merge_name, 'datasets', 'duplicate alias ' ~ alias ~ ': used by ' ~ by_alias[alias | lower].name ~ ' and ' ~ parts[0]) %}
+        {% endif %}
+        {% set dataset = {
+            'name': parts[0], 'alias': alias, 'offset': loop.index0,
+            'relation': ref(parts[0]), 'columns': {}, 'column_names': {},
+        } %}
+        {% do datasets.append(dataset) %}
+        {% do by_alias.update({alias | lower: dataset}) %}
+    {% endfor %}
+    {{ return(datasets) }}
+{% endmacro %}
+
+
+{#-- Reads a dataset's columns and types into it (lower-cased name -> type, and -> name),
+     with the SQL of its id, deleted flag and $ids; the id column must exist and the
+     deleted column, where there is one, be boolean. --#}
+{% macro _entity_merge_dataset_columns(spec, dataset) %}
+    {% set id_key = spec.id_column | lower %}
+    {% set deleted_key = spec.deleted_column | lower %}
+    {% for column in adapter.get_columns_in_relation(dataset.relation) %}
+        {% do dataset.columns.update({column.name | lower: column.dtype | string}) %}
+        {% do dataset.column_names.update({column.name | lower: column.name}) %}
+    {% endfor %}
+    {% if dataset.columns | length == 0 %}
+        {% do dbt_merge._entity_merge_error(spec.name, 'datasets', 'dataset ' ~ dataset.name ~ ' (alias ' ~ dataset.alias ~ ') was not found or has no columns; build it first') %}
+    {% endif %}
+    {% if id_key not in dataset.columns %}
+        {% do dbt_merge._entity_merge_error(spec.name, 'id_column', 'dataset ' ~ dataset.name ~ ' (alias ' ~ dataset.alias ~ ') has no id column ' ~ spec.id_column ~ '. Its columns: ' ~ (dataset.column_names.values() | join(', '))) %}
+    {% endif %}
+    {% do dataset.update({
+        'id_sql': adapter.quote(dataset.column_names[id_key]),
+        'deleted_sql': adapter.quote(dataset.column_names[deleted_key]) if deleted_key in dataset.columns else none,
+        'ids_sql': adapter.quote(dataset.column_names['$ids']) if '$ids' in dataset.columns else none,
+    }) %}
+    {% if dataset.deleted_sql and dataset.columns[deleted_key] | lower != 'boolean' %}
+        {% do dbt_merge._entity_merge_error(spec.name, 'deleted_column', 'column ' ~ spec.deleted_column ~ ' of dataset ' ~ dataset.name ~ ' has type ' ~ dataset.columns[deleted_key] ~ ', expected boolean') %}
+    {% endif %}
+{% endmacro %}
+
+
+{#-- Adds a dataset's properties to properties (lower-cased name -> {name, type,
+     datasets}): every column but the id, the deleted flag and names starting with _ or
+     $. A property has one type across datasets (integral types as bigint, float as
+     double), and no property takes the name of an output column. --#}
+{% macro _entity_merge_add_properties(spec, dataset, properties) %}
+    {% set known = dbt_merge._entity_merge_settings() %}
+    {% set reserved = [spec.id_column | lower, spec.deleted_column | lower] %}
+    {% for key, data_type in dataset.columns.items() if key not in reserved and not key.startswith('_') and not key.startswith('$') %}
+        {% set element = dbt_merge._array_element_type(data_type) %}
+        {% set normalized = dbt_merge._normalized_type(element if element else data_type) %}
+        {% set name = dataset.column_names[key] %}
+        {% if key in known.output_columns %}
+            {% do dbt_merge._entity_merge_error(spec.name, 'datasets', 'property ' ~ name ~ ' of dataset ' ~ dataset.name ~ ' has the name of an output column; rename it in a model before the merge') %}
+        {% endif %}
+        {% if key in properties and properties[key].type != normalized %}
+            {% do dbt_merge._entity_merge_error(spec.name, 'datasets', 'property ' ~ name ~ ' has type ' ~ properties[key].type ~ ' in ' ~ (properties[key].datasets | join(', ')) ~ ' but ' ~ normalized ~ ' in ' ~ dataset.name ~ '; cast it to one type in a model before the merge') %}
+        {% endif %}
+        {% if key not in properties %}
+            {% do properties.update({key: {'name': name, 'type': normalized, 'datasets': []}}) %}
+        {% endif %}
+        {% do properties[key].datasets.append(dataset.name) %}
+    {% endfor %}
+{% endmacro %}
