@@ -5,7 +5,7 @@
     {%- set state = arg_dict['state'] %}
     {%- set target = arg_dict['target_relation'] %}
     {%- if arg_dict['rebuild'] %}
-        {%- do dbt_merge._store_upsert_table_settings(target, state.settings) %}
+        {%- do dbt_merge._store_upsert_table_settings(target, state.settings, state.cfg) %}
     {%- endif %}
     {%- if state.cfg.provenance %}
         {%- do dbt_merge._upsert_provenance_after(target, state.events, state.cfg, arg_dict['file_format'], state.before_version, none if arg_dict['rebuild'] else arg_dict['temp_relation']) %}

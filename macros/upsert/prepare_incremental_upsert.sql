@@ -30,7 +30,7 @@
     {%- set settings = dbt_merge._upsert_table_settings(cfg) %}
     {%- set existing = not arg_dict.get('rebuild', false) %}
     {%- if existing %}
-        {%- do dbt_merge._check_upsert_table_settings(target, settings, adopt=not owns_run) %}
+        {%- do dbt_merge._check_upsert_table_settings(target, settings, cfg, adopt=not owns_run) %}
     {%- endif %}
     {%- set state = {
         'cfg': cfg,

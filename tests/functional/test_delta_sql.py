@@ -288,6 +288,9 @@ NOT_SQL = {
     "_upsert_update_columns": "returns the column names a MERGE updates",
     "_upsert_order_sql": "an expression, parsed inside the precombine of orders_merge",
     "_upsert_prepare": "returns the prepared state (a dict); its checks run in orders_merge",
+    "_upsert_settings_added_later": "returns the values of later lock settings (a dict)",
+    "_upsert_table_type_properties": "returns table properties (a dict), set by the ALTER of "
+    "_store_upsert_table_settings",
     # auto-merge
     "auto_merge_provenance": "returns the events table (a relation)",
     "_auto_merge_plan_relation": "returns the plan (a relation)",
@@ -439,6 +442,8 @@ def check_executed(queries: list[str], name: str) -> None:
             assert isinstance(parse(query), exp.Describe)
         elif name == "_store_upsert_table_settings":
             assert isinstance(parse(query), exp.Alter)
+            # copy_on_write (the default) on Delta: no deletion vectors
+            assert "'delta.enableDeletionVectors' = 'false'" in flat(query)
         else:
             assert isinstance(parse(query), exp.Query)
 
