@@ -103,6 +103,17 @@
         {% do dbt_merge._upsert_error('table_type', 'merge_on_read needs row-level deletes: file_format iceberg (position deletes) or delta (deletion vectors), not ' ~ file_format) %}
     {% endif %}
 
+    {#-- compaction at the end of a run, of the data files past these thresholds --#}
+    {% set inline_compaction = config.get('inline_compaction') %}
+    {% if inline_compaction is not none %}
+        {% set inline_compaction = dbt_merge._upsert_compaction_thresholds('inline_compaction', inline_compaction) %}
+        {% if table_type != 'merge_on_read' %}
+            {% do dbt_merge._upsert_error('inline_compaction', 'is set but table_type is ' ~ table_type ~ ': only merge_on_read tables have row-level deletes to compact') %}
+        {% elif file_format != 'iceberg' %}
+            {% do dbt_merge._upsert_error('inline_compaction', 'needs file_format iceberg (its metadata tables and rewrite_data_files), not ' ~ file_format ~ '; on Delta, schedule OPTIMIZE or REORG TABLE ... APPLY (PURGE)') %}
+        {% endif %}
+    {% endif %}
+
     {% set unique_key = dbt_merge._upsert_names('unique_key', config.get('unique_key')) %}
     {% if not unique_key %}
         {% do dbt_merge._upsert_error('unique_key', 'the upsert strategy needs a unique_key (one column or a list)') %}
@@ -152,5 +163,6 @@
         'provenance': resolved.provenance,
         'table_type': table_type,
         'file_format': file_format,
+        'inline_compaction': inline_compaction,
     }) }}
 {% endmacro %}

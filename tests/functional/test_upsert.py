@@ -382,6 +382,34 @@ class TestUpsertConfigErrors(InstallsDbtMerge):
                 {
                     "unique_key": "id",
                     "precombine_key": "ts",
+                    "inline_compaction": {"delete_files": 2},
+                },
+                "config 'inline_compaction': is set but table_type is copy_on_write",
+            ),
+            (
+                {
+                    "unique_key": "id",
+                    "precombine_key": "ts",
+                    "table_type": "merge_on_read",
+                    "inline_compaction": {"delete_files": 0, "files": 2},
+                },
+                "config 'inline_compaction': Cannot use options [files], they are not "
+                "supported by inline_compaction",
+            ),
+            (
+                {
+                    "unique_key": "id",
+                    "precombine_key": "ts",
+                    "table_type": "merge_on_read",
+                    "inline_compaction": {"deleted_ratio": 1.5},
+                },
+                "config 'inline_compaction': 'deleted_ratio' is set to 1.5 but must be > 0 "
+                "and <= 1",
+            ),
+            (
+                {
+                    "unique_key": "id",
+                    "precombine_key": "ts",
                     "partial_update": True,
                     "overwrite_non_defaults": True,
                 },
@@ -779,3 +807,172 @@ class TestUpsertTiesAndKeys(TableType, InstallsDbtMerge):
 
 class TestUpsertTiesAndKeysMergeOnRead(TestUpsertTiesAndKeys):
     table_type = "merge_on_read"
+
+
+# -- merge_on_read compaction ------------------------------------------------------------
+
+
+def pending_deletes(spark, schema, name) -> int:
+    """Deleted rows of live data files: what compaction folds back."""
+    return spark.sql(
+        f"select count(*) from {schema}.{name}.position_deletes as deletes"
+        f" join {schema}.{name}.data_files as data on deletes.file_path = data.file_path"
+    ).first()[0]
+
+
+def compaction_events(spark, schema, name):
+    return spark.sql(
+        f"select * from {schema}.auto_merge_provenance where plan_model = '{name}'"
+    ).collect()
+
+
+def recorded_version(spark, schema, name) -> str:
+    return properties(spark, schema, f"{name}__provenance")["dbt_merge.provenance_version"]
+
+
+def current_snapshot(spark, schema, name) -> str:
+    return str(
+        spark.sql(
+            f"select snapshot_id from {schema}.{name}.history where is_current_ancestor"
+            " order by made_current_at desc limit 1"
+        ).first()[0]
+    )
+
+
+# a test project's override (dispatch) of the compaction statement: with
+# var kill_before_compaction the run fails after its MERGE and provenance commits
+KILL_BEFORE_COMPACTION = """
+{% macro default__get_upsert_compaction_sql(relation, thresholds) %}
+    {%- if var('kill_before_compaction', false) -%}
+    select raise_error('killed after the MERGE, before compaction')
+    {%- else -%}
+    {{ dbt_merge.default__get_upsert_compaction_sql(relation, thresholds) }}
+    {%- endif -%}
+{% endmacro %}
+"""
+COMMIT_TIME = {"precombine_key": "ts", "delete_column": "is_deleted"}
+COMMIT_TIME["merge_mode"] = "commit_time_ordering"
+AFTER_BATCH_2 = [
+    (1, 1, "name_1", "price_1"),
+    (2, 7, "y", None),
+    (3, 1, None, "price_1"),
+    (5, 1, "new", None),
+]
+# batch 1 again on top (commit time: every incoming version wins; 4 comes back)
+AFTER_BATCH_1_AGAIN = [
+    (1, 2, "name_2", "price_2"),
+    (2, 7, "y", None),
+    (3, 2, "name_1", None),
+    (4, 5, "s", None),
+    (5, 1, "new", None),
+]
+
+
+class TestUpsertCompaction(InstallsDbtMerge):
+    """merge_on_read compaction, inline (thresholds) and scheduled (run-operation): the
+    contents never change, and each compaction is a JOIN event."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        mor = {**COMMIT_TIME, "table_type": "merge_on_read"}
+        return {
+            "batch.sql": BATCH_SQL,
+            "reference.sql": upsert_model(**COMMIT_TIME),
+            "compacted.sql": upsert_model(
+                **mor, inline_compaction={"delete_files": 1}, provenance=True
+            ),
+            "thresholded.sql": upsert_model(**mor, inline_compaction={"delete_files": 3}),
+            "scheduled.sql": upsert_model(**mor, provenance=True),
+        }
+
+    @pytest.fixture(scope="class")
+    def macros(self):
+        return {"kill_before_compaction.sql": KILL_BEFORE_COMPACTION}
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return {
+            "dispatch": [{"macro_namespace": "dbt_merge", "search_order": ["test", "dbt_merge"]}]
+        }
+
+    def run_batch(self, number, *select, **variables):
+        args = ["run", "--vars", json.dumps({"batch": number, **variables})]
+        return run_dbt_and_capture(
+            args + (["--select", "batch", *select] if select else []),
+            expect_pass=not variables.get("kill_before_compaction"),
+        )
+
+    def test_inline_compaction_past_the_thresholds(self, project, spark):
+        schema = project.test_schema
+        run_dbt(["deps"])
+        self.run_batch(1)
+        self.run_batch(2)
+        for name in ("reference", "compacted", "thresholded", "scheduled"):
+            assert table(spark, schema, name) == AFTER_BATCH_2, name
+        assert pending_deletes(spark, schema, "compacted") == 0, "compacted at the end of the run"
+        assert pending_deletes(spark, schema, "thresholded") > 0, "one delete file is below 3"
+        assert pending_deletes(spark, schema, "scheduled") > 0, "no inline compaction"
+        (event,) = compaction_events(spark, schema, "compacted")
+        assert event.event_type == "JOIN" and event.parent_ids and event.child_ids
+        assert str(event.snapshot_id) == current_snapshot(spark, schema, "compacted")
+        assert not set(event.child_ids) & set(event.parent_ids)
+        assert compaction_events(spark, schema, "thresholded") == []
+        assert recorded_version(spark, schema, "compacted") == current_snapshot(
+            spark, schema, "compacted"
+        ), "the model's provenance moves past the compaction, which changed no row"
+        assert sorted((r.event_type, r.record_key) for r in events(spark, schema, "compacted")) == [
+            ("CREATE", "1"),
+            ("CREATE", "2"),
+            ("CREATE", "3"),
+            ("CREATE", "4"),
+            ("CREATE", "5"),
+            ("DELETE", "4"),
+            ("UPDATE", "1"),
+            ("UPDATE", "3"),
+        ]
+
+    def test_a_run_killed_before_compaction_leaves_a_correct_table(self, project, spark):
+        schema = project.test_schema
+        known = len(events(spark, schema, "compacted"))
+        _, output = self.run_batch(1, "compacted", kill_before_compaction=True)
+        assert "killed after the MERGE, before compaction" in output
+        assert table(spark, schema, "compacted") == AFTER_BATCH_1_AGAIN, "the MERGE's commit"
+        assert pending_deletes(spark, schema, "compacted") > 0, "not compacted"
+        assert len(events(spark, schema, "compacted")) > known, "its events were recorded"
+        assert len(compaction_events(spark, schema, "compacted")) == 1
+
+        _, output = self.run_batch(1)
+        for name in ("reference", "compacted", "thresholded", "scheduled"):
+            assert table(spark, schema, name) == AFTER_BATCH_1_AGAIN, name
+        assert pending_deletes(spark, schema, "compacted") == 0, "the next run compacts"
+        assert len(compaction_events(spark, schema, "compacted")) == 2
+        assert "without provenance" not in output, "no change went unrecorded"
+
+    def test_scheduled_compaction(self, project, spark):
+        schema = project.test_schema
+        before = table(spark, schema, "scheduled")
+        pending = pending_deletes(spark, schema, "scheduled")
+        snapshot = current_snapshot(spark, schema, "scheduled")
+        operation = ["run-operation", "dbt_merge.execute_upsert_compaction", "--args"]
+        _, output = run_dbt_and_capture([*operation, json.dumps({"model": "scheduled"})])
+        assert "upsert compaction dry run of" in output and "nothing was changed" in output
+        assert current_snapshot(spark, schema, "scheduled") == snapshot, "a dry run by default"
+        assert pending_deletes(spark, schema, "scheduled") == pending
+
+        run_dbt([*operation, json.dumps({"model": "scheduled", "execute": True})])
+        assert table(spark, schema, "scheduled") == before, "the same rows"
+        count = spark.sql(f"select count(*) from {schema}.scheduled").first()[0]
+        assert count == len(before)
+        assert pending_deletes(spark, schema, "scheduled") == 0
+        assert delete_files(spark, schema, "scheduled") == 0, "no delete file is left"
+        (event,) = compaction_events(spark, schema, "scheduled")
+        assert str(event.snapshot_id) == current_snapshot(spark, schema, "scheduled")
+        assert recorded_version(spark, schema, "scheduled") == current_snapshot(
+            spark, schema, "scheduled"
+        )
+
+        known = set(events(spark, schema, "scheduled"))
+        _, output = self.run_batch(3, "scheduled")
+        new = [r for r in events(spark, schema, "scheduled") if r not in known]
+        assert [(r.event_type, r.record_key) for r in new] == [("DELETE", "4")]
+        assert "without provenance" not in output
