@@ -1,10 +1,12 @@
 """Benchmark of incremental_strategy='upsert' against dbt-spark's own `merge` strategy.
 
-A throw-away dbt project (bench/out/bench_upsert_project) has two incremental Iceberg
+A throw-away dbt project (bench/out/bench_upsert_project) has three incremental Iceberg
 models over the same `--table-rows` rows (default 10M; id, ts, name, amount, region,
 is_deleted):
-  upserted  incremental_strategy='upsert', event-time ordering, delete_column;
-  merged    dbt-spark's merge strategy (unique_key only).
+  upserted      incremental_strategy='upsert', event-time ordering, delete_column
+                (table_type copy_on_write, the default);
+  upserted_mor  the same with table_type merge_on_read;
+  merged        dbt-spark's merge strategy (unique_key only).
 Both are loaded with the table first (not timed). Then one batch of `--batch-rows`
 rows (default 1M) is applied to each, and the figure is the node time dbt reports,
 the mean of two rounds on freshly loaded tables (merge first, then upsert first):
@@ -17,9 +19,17 @@ stored rows and the deletes itself. `merged` gets the same batch already
 deduplicated (one row per key, the newest, computed before the clock starts), since
 dbt-spark's merge fails on duplicate keys; it has no ordering and no deletes.
 
+After the rounds: a full scan of each result (every column of every row, the mean of
+two), then the scheduled compaction of the merge_on_read table
+(dbt_merge.execute_upsert_compaction, timed as a whole run-operation) and its scan
+again. The contents of the two upsert tables are checked equal before and after.
+
+`--clustered`: the batch's stored keys are one contiguous range of ids (the first
+ones) instead of spread over the whole table, so few data files hold them.
+
 Usage:
   .venv/bin/python bench/upsert_bench.py [--sizes 1000000,10000000] [--batch-rows N]
-      [--json bench/out/upsert.json]
+      [--clustered] [--json bench/out/upsert.json]
 `--sizes` are stored rows, one measurement each (fresh data every time); the batch
 is a tenth of the stored rows unless `--batch-rows` is given.
 """
@@ -50,6 +60,12 @@ MODELS = {
           unique_key='id', precombine_key='ts', delete_column='is_deleted') }}
 select * from {{ var('input') }}
 """,
+    "upserted_mor.sql": """
+{{ config(materialized='incremental', incremental_strategy='upsert', file_format='iceberg',
+          unique_key='id', precombine_key='ts', delete_column='is_deleted',
+          table_type='merge_on_read') }}
+select * from {{ var('input') }}
+""",
     "merged.sql": """
 {{ config(materialized='incremental', incremental_strategy='merge', file_format='iceberg',
           unique_key='id') }}
@@ -58,7 +74,7 @@ select * from {{ var('input') }}
 }
 
 
-def generate(spark, table_rows: int, batch_rows: int) -> dict:
+def generate(spark, table_rows: int, batch_rows: int, clustered: bool = False) -> dict:
     """The stored rows, the raw batch and the deduplicated batch, as Iceberg tables."""
     spark.sql(f"create schema if not exists {SCHEMA}")
     rows = (
@@ -72,7 +88,7 @@ def generate(spark, table_rows: int, batch_rows: int) -> dict:
     deletes = int(batch_rows * 0.02)
     duplicates = int(batch_rows * 0.10)
     inserts = batch_rows - updates - deletes - duplicates
-    step = max(1, table_rows // (updates + deletes))
+    step = 1 if clustered else max(1, table_rows // (updates + deletes))
     # stored keys spread over the whole table; every tenth update is older than stored
     changed = (
         f"select id * {step} as id, case when id % 10 = 0 then 50 else 200 end as ts,"
@@ -112,6 +128,7 @@ def generate(spark, table_rows: int, batch_rows: int) -> dict:
         "deletes": deletes,
         "duplicates": duplicates,
         "inserts": inserts,
+        "clustered": clustered,
     }
     assert counts["batch_rows"] == batch_rows and batch_keys + deletes <= batch_rows
     return counts
@@ -125,41 +142,101 @@ def run_model(model: str, table: str, full_refresh: bool = False) -> tuple[float
     return round(result.result[0].execution_time, 1), meter.shuffle_bytes()
 
 
-def measure(spark, table_rows: int, batch_rows: int) -> dict:
+def scan(spark, table: str) -> float:
+    """Seconds of a full scan: a hash of every column of every row (the mean of two)."""
+    sql = f"select sum(xxhash64({COLUMNS})) from {SCHEMA}.{table}"
+    times = []
+    for _ in range(2):
+        started = time.monotonic()
+        spark.sql(sql).collect()
+        times.append(time.monotonic() - started)
+    return round(sum(times) / 2, 2)
+
+
+def files(spark, table: str) -> dict:
+    rows = spark.sql(f"select content, count(*) from {SCHEMA}.{table}.files group by 1").collect()
+    found = dict(rows)
+    return {"data_files": found.get(0, 0), "delete_files": found.get(1, 0)}
+
+
+def compact(spark, table: str) -> dict:
+    """The scheduled compaction of a merge_on_read table, timed; the scan before and after."""
+    contents = f"select sum(xxhash64({COLUMNS})), count(*) from {SCHEMA}.{table}"
+    before = spark.sql(contents).first()
+    scan_before = scan(spark, table)
+    files_before = files(spark, table)
+    args = json.dumps({"model": table, "execute": True})
+    started = time.monotonic()
+    PROJECT.dbt("run-operation", "dbt_merge.execute_upsert_compaction", "--args", args)
+    seconds = round(time.monotonic() - started, 1)
+    assert spark.sql(contents).first() == before, "compaction changed the contents"
+    return {
+        "scan_before_s": scan_before,
+        "files_before": files_before,
+        "compaction_s": seconds,
+        "scan_after_s": scan(spark, table),
+        "files_after": files(spark, table),
+    }
+
+
+def measure(spark, table_rows: int, batch_rows: int, clustered: bool = False) -> dict:
     """One size: fresh data, then two rounds of merge and upsert on freshly loaded tables."""
     started = time.monotonic()
-    counts = generate(spark, table_rows, batch_rows)
+    counts = generate(spark, table_rows, batch_rows, clustered)
     print(f"data: {json.dumps(counts)} ({time.monotonic() - started:.0f} s)", flush=True)
     # two rounds, the second in the other order, each on freshly loaded tables
-    times = {"merged": [], "upserted": []}
-    shuffled = {"merged": [], "upserted": []}
-    for order in (("merged", "upserted"), ("upserted", "merged")):
+    times = {"merged": [], "upserted": [], "upserted_mor": []}
+    shuffled = {"merged": [], "upserted": [], "upserted_mor": []}
+    for order in (("merged", "upserted", "upserted_mor"), ("upserted_mor", "upserted", "merged")):
         for model in order:
             seconds, _ = run_model(model, "base", full_refresh=True)
             print(f"load {model}: {seconds} s (not compared)", flush=True)
         for model in order:
-            seconds, written = run_model(model, "batch" if model == "upserted" else "batch_dedup")
+            seconds, written = run_model(model, "batch_dedup" if model == "merged" else "batch")
             times[model].append(seconds)
             shuffled[model].append(written)
             print(f"{model}: {seconds} s, {written:,} shuffle bytes", flush=True)
     merge_s = round(sum(times["merged"]) / 2, 1)
     upsert_s = round(sum(times["upserted"]) / 2, 1)
+    upsert_mor_s = round(sum(times["upserted_mor"]) / 2, 1)
 
-    stored = {model: spark.table(f"{SCHEMA}.{model}").count() for model in ("merged", "upserted")}
+    models = ("merged", "upserted", "upserted_mor")
+    stored = {model: spark.table(f"{SCHEMA}.{model}").count() for model in models}
     expected_upserted = table_rows + counts["inserts"] - counts["deletes"]
     assert stored["upserted"] == expected_upserted, (stored, expected_upserted)
-    older = spark.sql(
-        f"select count(*) from {SCHEMA}.upserted where name like 'changed_%' and ts = 50"
+    assert stored["upserted_mor"] == expected_upserted, (stored, expected_upserted)
+    for model in ("upserted", "upserted_mor"):
+        older = spark.sql(
+            f"select count(*) from {SCHEMA}.{model} where name like 'changed_%' and ts = 50"
+        ).first()[0]
+        assert older == 0, f"{model}: an older update overwrote a stored row"
+    differ = spark.sql(
+        f"select count(*) from (select * from {SCHEMA}.upserted"
+        f" except all select * from {SCHEMA}.upserted_mor)"
     ).first()[0]
-    assert older == 0, "an older update overwrote a stored row"
+    assert differ == 0, "copy_on_write and merge_on_read give different rows"
+    scans = {model: scan(spark, model) for model in ("merged", "upserted")}
+    compaction = compact(spark, "upserted_mor")
+    print(f"scans: {scans}, merge_on_read: {json.dumps(compaction)}", flush=True)
     return {
         **counts,
         "merge_s": merge_s,
         "upsert_s": upsert_s,
         "rounds": times,
         "ratio": round(upsert_s / merge_s, 2),
+        "upsert_mor_s": upsert_mor_s,
+        "mor_ratio": round(upsert_mor_s / merge_s, 2),
+        "scan_merged_s": scans["merged"],
+        "scan_cow_s": scans["upserted"],
+        "scan_mor_s": compaction["scan_before_s"],
+        "scan_mor_ratio": round(compaction["scan_before_s"] / scans["upserted"], 2),
+        "compaction_s": compaction["compaction_s"],
+        "scan_mor_compacted_s": compaction["scan_after_s"],
+        "scan_mor_compacted_ratio": round(compaction["scan_after_s"] / scans["upserted"], 2),
+        "mor_files": {"before": compaction["files_before"], "after": compaction["files_after"]},
         "merge_shuffle_bytes": max(shuffled["merged"]),
         "upsert_shuffle_bytes": max(shuffled["upserted"]),
+        "upsert_mor_shuffle_bytes": max(shuffled["upserted_mor"]),
         "rows_after": stored,
     }
 
@@ -173,6 +250,9 @@ def main() -> None:
     parser.add_argument(
         "--batch-rows", type=int, help="rows of the batch (default: a tenth of the stored rows)"
     )
+    parser.add_argument(
+        "--clustered", action="store_true", help="the batch's stored keys are one id range"
+    )
     parser.add_argument("--json", type=Path, default=OUT / "upsert.json")
     args = parser.parse_args()
     sizes = [args.table_rows] if args.table_rows else [int(s) for s in args.sizes.split(",")]
@@ -182,19 +262,32 @@ def main() -> None:
     spark = sessions.get_session(
         sessions.SessionSettings(warehouse=WAREHOUSE, log_dir=OUT / "logs")
     )
-    results = [measure(spark, size, args.batch_rows or size // 10) for size in sizes]
+    results = [
+        measure(spark, size, args.batch_rows or size // 10, args.clustered) for size in sizes
+    ]
     machine = {"python": platform.python_version(), "cores": 2, "master": "local[2]"}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
     print()
     print(
-        "| table rows | batch rows | dbt-spark merge (dedup'd batch) | upsert (raw batch) | ratio |"
+        "| table rows | batch rows | dbt-spark merge (dedup'd batch) | upsert COW (raw batch)"
+        " | ratio | upsert MOR | ratio |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for row in results:
         print(
             f"| {row['table_rows']:,} | {row['batch_rows']:,} | {row['merge_s']} s"
-            f" | {row['upsert_s']} s | {row['ratio']} |"
+            f" | {row['upsert_s']} s | {row['ratio']} | {row['upsert_mor_s']} s"
+            f" | {row['mor_ratio']} |"
+        )
+    print()
+    print("| scan: merge | COW | MOR | MOR / COW | compaction | MOR compacted | / COW |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for row in results:
+        print(
+            f"| {row['scan_merged_s']} s | {row['scan_cow_s']} s | {row['scan_mor_s']} s"
+            f" | {row['scan_mor_ratio']} | {row['compaction_s']} s"
+            f" | {row['scan_mor_compacted_s']} s | {row['scan_mor_compacted_ratio']} |"
         )
 
 

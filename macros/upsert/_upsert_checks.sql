@@ -35,24 +35,33 @@
         'partial_update': cfg.partial_update,
         'overwrite_non_defaults': cfg.overwrite_non_defaults,
         'delete_column': (cfg.delete_column | lower) if cfg.delete_column else none,
+        'table_type': cfg.table_type,
     }, sort_keys=true)) }}
+{% endmacro %}
+
+
+{#-- Settings added to the lock later, with the value a table stored before them has:
+     tables built before table_type existed are copy_on_write. --#}
+{% macro _upsert_settings_added_later() %}
+    {{ return({'table_type': 'copy_on_write'}) }}
 {% endmacro %}
 
 
 {#-- The mode is fixed once the table exists: a changed config fails and says what changed.
      With adopt, a table without settings (created by an adapter's own first run) gets
      them stored instead. --#}
-{% macro _check_upsert_table_settings(relation, settings, adopt=false) %}
+{% macro _check_upsert_table_settings(relation, settings, cfg, adopt=false) %}
     {% set found = run_query("show tblproperties " ~ relation ~ " ('dbt_merge.upsert')") %}
     {% set stored_text = found.rows[0][1] if found.rows | length > 0 else '' %}
     {% if adopt and not (stored_text | string).startswith('{') %}
-        {% do dbt_merge._store_upsert_table_settings(relation, settings) %}
+        {% do dbt_merge._store_upsert_table_settings(relation, settings, cfg) %}
         {{ return(none) }}
     {% endif %}
     {% if not (stored_text | string).startswith('{') %}
         {% do dbt_merge._upsert_error('incremental_strategy', 'table ' ~ relation ~ ' was not built by the upsert strategy (it has no dbt_merge.upsert table property); run with --full-refresh to rebuild it') %}
     {% endif %}
-    {% set stored = fromjson(stored_text) %}
+    {% set stored = dbt_merge._upsert_settings_added_later() %}
+    {% do stored.update(fromjson(stored_text)) %}
     {% set wanted = fromjson(settings) %}
     {% set changes = [] %}
     {% for key in wanted | sort if stored.get(key) != wanted[key] %}
@@ -64,8 +73,33 @@
 {% endmacro %}
 
 
-{% macro _store_upsert_table_settings(relation, settings) %}
+{#-- One commit stores the lock and the table type's write properties, so a table
+     that has the settings also writes the way they say. --#}
+{% macro _store_upsert_table_settings(relation, settings, cfg) %}
+    {% set properties = {'dbt_merge.upsert': settings} %}
+    {% do properties.update(dbt_merge._upsert_table_type_properties(cfg)) %}
     {% call statement('upsert_settings') %}
-        alter table {{ relation }} set tblproperties ('dbt_merge.upsert' = {{ dbt_merge._sql_string(settings) }})
+        alter table {{ relation }} set tblproperties (
+            {%- for key, value in properties.items() -%}
+            {{ dbt_merge._sql_string(key) }} = {{ dbt_merge._sql_string(value) }}{{ ', ' if not loop.last }}
+            {%- endfor -%}
+        )
     {% endcall %}
+{% endmacro %}
+
+
+{#-- The table properties of a table type. Iceberg (format version 2, the default of
+     Iceberg 1.10): the write modes of MERGE, UPDATE and DELETE (copy-on-write or
+     merge-on-read; apache/iceberg docs/docs/configuration.md). Delta: deletion vectors
+     (docs.delta.io/latest/delta-deletion-vectors.html), off for copy_on_write so that
+     a workspace default does not turn the table into merge-on-read. --#}
+{% macro _upsert_table_type_properties(cfg) %}
+    {% set merge_on_read = cfg.table_type == 'merge_on_read' %}
+    {% if cfg.file_format == 'iceberg' %}
+        {% set mode = 'merge-on-read' if merge_on_read else 'copy-on-write' %}
+        {{ return({'write.merge.mode': mode, 'write.update.mode': mode, 'write.delete.mode': mode}) }}
+    {% elif cfg.file_format == 'delta' %}
+        {{ return({'delta.enableDeletionVectors': 'true' if merge_on_read else 'false'}) }}
+    {% endif %}
+    {{ return({}) }}
 {% endmacro %}

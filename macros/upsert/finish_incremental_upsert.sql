@@ -1,13 +1,18 @@
 {#-- After the upsert's commit in the spark_session adapter's flow: a first run stores
      the settings the table is now locked to; with provenance=true, the CREATE / UPDATE /
-     DELETE events of this commit (the diff over the batch's keys). --#}
+     DELETE events of this commit (the diff over the batch's keys); with
+     inline_compaction, the compaction of the data files past its thresholds, last (a
+     run that dies before it leaves the MERGE's commit, which reads the same). --#}
 {% macro finish_incremental_upsert(arg_dict) %}
     {%- set state = arg_dict['state'] %}
     {%- set target = arg_dict['target_relation'] %}
     {%- if arg_dict['rebuild'] %}
-        {%- do dbt_merge._store_upsert_table_settings(target, state.settings) %}
+        {%- do dbt_merge._store_upsert_table_settings(target, state.settings, state.cfg) %}
     {%- endif %}
     {%- if state.cfg.provenance %}
         {%- do dbt_merge._upsert_provenance_after(target, state.events, state.cfg, arg_dict['file_format'], state.before_version, none if arg_dict['rebuild'] else arg_dict['temp_relation']) %}
+    {%- endif %}
+    {%- if state.cfg.inline_compaction and not arg_dict['rebuild'] %}
+        {%- do dbt_merge._compact_upsert_table(target, state.cfg.inline_compaction, execute=true) %}
     {%- endif %}
 {% endmacro %}

@@ -26,11 +26,14 @@
     {%- if cfg.provenance and not owns_run %}
         {%- do dbt_merge._upsert_error('provenance', 'provenance events need the spark_session adapter, whose materialization reads the table version after the MERGE; on ' ~ adapter.type() ~ ' set provenance=false') %}
     {%- endif %}
+    {%- if cfg.inline_compaction and not owns_run %}
+        {%- do dbt_merge._upsert_error('inline_compaction', 'compaction at the end of a run needs the spark_session adapter, whose materialization runs steps after the MERGE; on ' ~ adapter.type() ~ ' remove inline_compaction and schedule dbt_merge.execute_upsert_compaction (or OPTIMIZE)') %}
+    {%- endif %}
     {%- do dbt_merge._check_upsert_batch(batch, cfg, batch_columns) %}
     {%- set settings = dbt_merge._upsert_table_settings(cfg) %}
     {%- set existing = not arg_dict.get('rebuild', false) %}
     {%- if existing %}
-        {%- do dbt_merge._check_upsert_table_settings(target, settings, adopt=not owns_run) %}
+        {%- do dbt_merge._check_upsert_table_settings(target, settings, cfg, adopt=not owns_run) %}
     {%- endif %}
     {%- set state = {
         'cfg': cfg,

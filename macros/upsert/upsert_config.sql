@@ -1,7 +1,8 @@
 {#--
     The upsert settings of the current model (incremental_strategy='upsert'), checked and
     resolved: the Hudi `payload` aliases mapped onto merge_mode / partial_update /
-    overwrite_non_defaults, keys as lists. With `columns` (the batch's column names) the
+    overwrite_non_defaults, keys as lists, the table type (copy_on_write by default, or
+    merge_on_read). With `columns` (the batch's column names) the
     key, ordering and delete columns are checked against the model too. Every error
     names the model, the setting and the value, and comes before anything is written.
 --#}
@@ -13,6 +14,7 @@
 {% macro _upsert_settings() %}
     {{ return({
         'merge_modes': ['event_time_ordering', 'commit_time_ordering', 'custom'],
+        'table_types': ['copy_on_write', 'merge_on_read'],
         'payloads': {
             'OverwriteWithLatestAvroPayload': {'merge_mode': 'commit_time_ordering', 'partial_update': false, 'overwrite_non_defaults': false},
             'DefaultHoodieRecordPayload': {'merge_mode': 'event_time_ordering', 'partial_update': false, 'overwrite_non_defaults': false},
@@ -21,6 +23,7 @@
             'PartialUpdateAvroPayload': {'merge_mode': 'event_time_ordering', 'partial_update': true, 'overwrite_non_defaults': false},
         },
         'defaults': {'merge_mode': 'event_time_ordering', 'partial_update': false, 'overwrite_non_defaults': false},
+        'table_type_default': 'copy_on_write',
     }) }}
 {% endmacro %}
 
@@ -87,6 +90,30 @@
         {% do dbt_merge._upsert_error(setting, 'is true, but merge_mode custom renders every column with custom_merger, which ' ~ setting ~ ' would override. Only one is allowed: remove ' ~ setting ~ ' or use another merge_mode') %}
     {% endfor %}
 
+    {#-- Hudi's table types: copy_on_write rewrites the data files that hold a changed
+         key; merge_on_read writes the changed rows and row-level deletes (Iceberg
+         position deletes, Delta deletion vectors) that compaction folds back --#}
+    {% set table_type = config.get('table_type') or known.table_type_default %}
+    {% if table_type not in known.table_types %}
+        {% do dbt_merge._upsert_error('table_type', 'invalid table type provided: ' ~ table_type ~ '. Expected one of: ' ~ (known.table_types | join(', '))) %}
+    {% endif %}
+    {#-- dbt-databricks builds delta tables unless told otherwise --#}
+    {% set file_format = config.get('file_format') or ('delta' if adapter.type() == 'databricks' else 'parquet') %}
+    {% if table_type == 'merge_on_read' and file_format not in ['iceberg', 'delta'] %}
+        {% do dbt_merge._upsert_error('table_type', 'merge_on_read needs row-level deletes: file_format iceberg (position deletes) or delta (deletion vectors), not ' ~ file_format) %}
+    {% endif %}
+
+    {#-- compaction at the end of a run, of the data files past these thresholds --#}
+    {% set inline_compaction = config.get('inline_compaction') %}
+    {% if inline_compaction is not none %}
+        {% set inline_compaction = dbt_merge._upsert_compaction_thresholds('inline_compaction', inline_compaction) %}
+        {% if table_type != 'merge_on_read' %}
+            {% do dbt_merge._upsert_error('inline_compaction', 'is set but table_type is ' ~ table_type ~ ': only merge_on_read tables have row-level deletes to compact') %}
+        {% elif file_format != 'iceberg' %}
+            {% do dbt_merge._upsert_error('inline_compaction', 'needs file_format iceberg (its metadata tables and rewrite_data_files), not ' ~ file_format ~ '; on Delta, schedule OPTIMIZE or REORG TABLE ... APPLY (PURGE)') %}
+        {% endif %}
+    {% endif %}
+
     {% set unique_key = dbt_merge._upsert_names('unique_key', config.get('unique_key')) %}
     {% if not unique_key %}
         {% do dbt_merge._upsert_error('unique_key', 'the upsert strategy needs a unique_key (one column or a list)') %}
@@ -134,5 +161,8 @@
         'custom_merger': custom_merger,
         'payload': payload,
         'provenance': resolved.provenance,
+        'table_type': table_type,
+        'file_format': file_format,
+        'inline_compaction': inline_compaction,
     }) }}
 {% endmacro %}

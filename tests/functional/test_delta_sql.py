@@ -154,7 +154,7 @@ RENDERING = {
         {{% endcall %}}
     """,
     "orders_merge.sql": f"""
-        {{{{ config({UPSERT_CONFIG}) }}}}
+        {{{{ config({UPSERT_CONFIG}, table_type='merge_on_read') }}}}
         {{%- set arg_dict = {{
             'target_relation': ref('orders_target'),
             'temp_relation': ref('order_batch'),
@@ -321,6 +321,10 @@ NOT_SQL = {
     "_upsert_update_columns": "returns the column names a MERGE updates",
     "_upsert_order_sql": "an expression, parsed inside the precombine of orders_merge",
     "_upsert_prepare": "returns the prepared state (a dict); its checks run in orders_merge",
+    "_upsert_settings_added_later": "returns the values of later lock settings (a dict)",
+    "_upsert_table_type_properties": "returns table properties (a dict), set by the ALTER of "
+    "_store_upsert_table_settings",
+    "_upsert_compaction_thresholds": "returns the checked thresholds (a dict)",
     # auto-merge
     "auto_merge_provenance": "returns the events table (a relation)",
     "_auto_merge_plan_relation": "returns the plan (a relation)",
@@ -336,6 +340,11 @@ SPARK_SESSION_FLOW = (
     "get_incremental_upsert_sql alone, which prepares itself (orders_merge)"
 )
 ICEBERG_ONLY = "Iceberg only; runs after _auto_merge_check_iceberg has passed every table"
+UPSERT_COMPACTION = (
+    "merge_on_read compaction, Iceberg only: inline_compaction needs file_format iceberg "
+    "and the spark_session flow (an error on dbt-databricks), execute_upsert_compaction "
+    "refuses other providers"
+)
 NOT_ON_DATABRICKS = {
     "execute_auto_merge": "Iceberg only: a Delta table fails before anything runs "
     "(test_execute_auto_merge_refuses_delta)",
@@ -354,6 +363,14 @@ NOT_ON_DATABRICKS = {
     "_upsert_provenance_before": SPARK_SESSION_PROVENANCE,
     "_upsert_provenance_after": SPARK_SESSION_PROVENANCE,
     "_set_upsert_recorded_version": SPARK_SESSION_PROVENANCE,
+    "execute_upsert_compaction": "Iceberg only: a table whose provider is not iceberg fails "
+    "before anything runs (on Delta: REORG TABLE ... APPLY (PURGE) or OPTIMIZE)",
+    "get_upsert_compaction_sql": f"CALL <catalog>.system.rewrite_data_files; {UPSERT_COMPACTION}",
+    "_compact_upsert_table": UPSERT_COMPACTION,
+    "_upsert_pending_deletes_sql": f"reads <table>.position_deletes; {UPSERT_COMPACTION}",
+    "_upsert_data_files": f"reads <table>.data_files; {UPSERT_COMPACTION}",
+    "_upsert_compaction_event_sql": UPSERT_COMPACTION,
+    "_upsert_provenance_skip_compaction": UPSERT_COMPACTION,
 }
 
 # -- expected shape of each rendered node ----------------------------------------------------
@@ -473,6 +490,8 @@ def check_executed(queries: list[str], name: str) -> None:
             assert isinstance(parse(query), exp.Describe)
         elif name == "_store_upsert_table_settings":
             assert isinstance(parse(query), exp.Alter)
+            # orders_merge is merge_on_read: deletion vectors, set with the lock
+            assert "'delta.enableDeletionVectors' = 'true'" in flat(query)
         else:
             assert isinstance(parse(query), exp.Query)
 

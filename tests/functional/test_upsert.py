@@ -103,7 +103,43 @@ def table(spark, schema, name):
     ]
 
 
-class TestUpsertSemantics(InstallsDbtMerge):
+def data_files(spark, schema, name) -> set[str]:
+    """The data files of an Iceberg table's current snapshot."""
+    return {r[0] for r in spark.sql(f"select file_path from {schema}.{name}.data_files").collect()}
+
+
+def delete_files(spark, schema, name) -> int:
+    """How many delete files (position or equality) the current snapshot has."""
+    return spark.sql(f"select count(*) from {schema}.{name}.delete_files").first()[0]
+
+
+def properties(spark, schema, name) -> dict[str, str]:
+    return {r.key: r.value for r in spark.sql(f"show tblproperties {schema}.{name}").collect()}
+
+
+WRITE_MODES = ("write.merge.mode", "write.update.mode", "write.delete.mode")
+OTHER_TYPE = {"copy_on_write": "merge_on_read", "merge_on_read": "copy_on_write"}
+
+
+class TableType:
+    """Every upsert model of the class's project gets table_type (var table_type changes it).
+    Scenario classes run as they are for copy_on_write (the default) and again, with the
+    same expected results, as a `...MergeOnRead` subclass."""
+
+    table_type = "copy_on_write"
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return {"models": {"+table_type": f"{{{{ var('table_type', '{self.table_type}') }}}}"}}
+
+    def check_write_modes(self, spark, schema, name):
+        mode = self.table_type.replace("_", "-")
+        stored = properties(spark, schema, name)
+        assert {key: stored.get(key) for key in WRITE_MODES} == dict.fromkeys(WRITE_MODES, mode)
+        assert json.loads(stored["dbt_merge.upsert"])["table_type"] == self.table_type
+
+
+class TestUpsertSemantics(TableType, InstallsDbtMerge):
     @pytest.fixture(scope="class")
     def models(self):
         return MODELS
@@ -124,8 +160,24 @@ class TestUpsertSemantics(InstallsDbtMerge):
         for name in ("event_time", "commit_time", "non_defaults"):
             assert table(spark, schema, name) == first, f"{name}: precombined, delete left out"
         assert table(spark, schema, "partial") == first
+        upserts = [name.split(".")[0] for name in MODELS if name != "batch.sql"]
+        for name in upserts:
+            self.check_write_modes(spark, schema, name)
+        stored_files = data_files(spark, schema, "commit_time")
 
         self.run_batch(2)
+        # commit_time updates keys 1 and 3 and deletes 4, in place
+        if self.table_type == "merge_on_read":
+            assert delete_files(spark, schema, "commit_time") > 0, "row-level deletes"
+            assert stored_files <= data_files(spark, schema, "commit_time"), (
+                "merge-on-read rewrites no data file"
+            )
+        else:
+            assert not stored_files <= data_files(spark, schema, "commit_time"), (
+                "copy-on-write rewrites the files that hold a changed key"
+            )
+        for name in upserts:
+            assert delete_files(spark, schema, name) == 0 or self.table_type == "merge_on_read"
         assert table(spark, schema, "event_time") == [
             (1, 2, "name_2", "price_2"),  # an older version never overwrites
             (2, 7, "y", None),
@@ -158,7 +210,6 @@ class TestUpsertSemantics(InstallsDbtMerge):
             (5, 1, "new", None),
         ]
 
-        upserts = [name.split(".")[0] for name in MODELS if name != "batch.sql"]
         before = {name: table(spark, schema, name) for name in upserts}
         self.run_batch(2)
         after = {name: table(spark, schema, name) for name in upserts}
@@ -187,6 +238,40 @@ class TestUpsertSemantics(InstallsDbtMerge):
         assert "merge_mode: event_time_ordering -> commit_time_ordering" in text
         assert "--full-refresh" in text
         assert table(spark, schema, "event_time") == before, "nothing written"
+
+    def test_table_type_is_fixed_once_the_table_exists(self, project, spark):
+        schema = project.test_schema
+        before = table(spark, schema, "event_time")
+        other = OTHER_TYPE[self.table_type]
+        args = ["run", "--select", "event_time", "--vars"]
+        _, output = run_dbt_and_capture(
+            [*args, json.dumps({"batch": 1, "table_type": other})], expect_pass=False
+        )
+        text = " ".join(output.split())
+        assert "dbt_merge upsert in model event_time, config 'table_type'" in text
+        assert f"table_type: {self.table_type} -> {other}" in text
+        assert "--full-refresh" in text
+        assert table(spark, schema, "event_time") == before, "nothing written"
+        self.check_write_modes(spark, schema, "event_time")
+
+        # a table built before table_type was a setting: its stored JSON has none
+        stored = json.loads(properties(spark, schema, "event_time")["dbt_merge.upsert"])
+        del stored["table_type"]
+        spark.sql(
+            f"alter table {schema}.event_time set tblproperties"
+            f" ('dbt_merge.upsert' = '{json.dumps(stored)}')"
+        )
+        run_dbt([*args, json.dumps({"batch": 1, "table_type": "copy_on_write"})])
+        _, output = run_dbt_and_capture(
+            [*args, json.dumps({"batch": 1, "table_type": "merge_on_read"})], expect_pass=False
+        )
+        assert "table_type: copy_on_write -> merge_on_read" in " ".join(output.split()), (
+            "a table without a stored table_type is copy_on_write"
+        )
+
+
+class TestUpsertSemanticsMergeOnRead(TestUpsertSemantics):
+    table_type = "merge_on_read"
 
 
 BAD_MODEL = """
@@ -279,6 +364,49 @@ class TestUpsertConfigErrors(InstallsDbtMerge):
                 "config 'file_format': is parquet",
             ),
             (
+                {"unique_key": "id", "precombine_key": "ts", "table_type": "mor"},
+                "config 'table_type': invalid table type provided: mor. Expected one of: "
+                "copy_on_write, merge_on_read",
+            ),
+            (
+                {
+                    "unique_key": "id",
+                    "precombine_key": "ts",
+                    "table_type": "merge_on_read",
+                    "file_format": "hudi",
+                },
+                "config 'table_type': merge_on_read needs row-level deletes: file_format "
+                "iceberg (position deletes) or delta (deletion vectors), not hudi",
+            ),
+            (
+                {
+                    "unique_key": "id",
+                    "precombine_key": "ts",
+                    "inline_compaction": {"delete_files": 2},
+                },
+                "config 'inline_compaction': is set but table_type is copy_on_write",
+            ),
+            (
+                {
+                    "unique_key": "id",
+                    "precombine_key": "ts",
+                    "table_type": "merge_on_read",
+                    "inline_compaction": {"delete_files": 0, "files": 2},
+                },
+                "config 'inline_compaction': Cannot use options [files], they are not "
+                "supported by inline_compaction",
+            ),
+            (
+                {
+                    "unique_key": "id",
+                    "precombine_key": "ts",
+                    "table_type": "merge_on_read",
+                    "inline_compaction": {"deleted_ratio": 1.5},
+                },
+                "config 'inline_compaction': 'deleted_ratio' is set to 1.5 but must be > 0 "
+                "and <= 1",
+            ),
+            (
                 {
                     "unique_key": "id",
                     "precombine_key": "ts",
@@ -358,7 +486,7 @@ select 1 as id, {{{{ var('ts', 1) }}}} as ts, 'a' as name
 """
 
 
-class TestUpsertSchemaChanges(InstallsDbtMerge):
+class TestUpsertSchemaChanges(TableType, InstallsDbtMerge):
     """on_schema_change behaves as with dbt-spark's merge strategy."""
 
     @pytest.fixture(scope="class")
@@ -380,6 +508,10 @@ class TestUpsertSchemaChanges(InstallsDbtMerge):
         assert [tuple(r) for r in ignored.collect()] == [(1, 2, "a")]
 
 
+class TestUpsertSchemaChangesMergeOnRead(TestUpsertSchemaChanges):
+    table_type = "merge_on_read"
+
+
 def events(spark, schema, name):
     rows = spark.sql(
         f"select event_type, record_key, old_row, new_row, table_version, invocation_id"
@@ -388,7 +520,7 @@ def events(spark, schema, name):
     return rows
 
 
-class TestUpsertProvenance(InstallsDbtMerge):
+class TestUpsertProvenance(TableType, InstallsDbtMerge):
     """provenance=true: CREATE / UPDATE / DELETE per key a run changed (SPEC §5)."""
 
     @pytest.fixture(scope="class")
@@ -473,6 +605,10 @@ class TestUpsertProvenance(InstallsDbtMerge):
         assert len(events(spark, schema, "audited")) == count
 
 
+class TestUpsertProvenanceMergeOnRead(TestUpsertProvenance):
+    table_type = "merge_on_read"
+
+
 # dbt-databricks 1.11's incremental flow, step by step, on the local adapter: a plain
 # CREATE TABLE AS on the first run, then a staged batch and the SQL of the strategy
 # macro that adapter.get_incremental_strategy_macro finds (get_incremental_upsert_sql).
@@ -521,7 +657,7 @@ def strategy_model(body="select * from {{ ref('batch') }}", **config):
     return f"{head}\n{{% call dbt_merge.precombined() %}}\n{body}\n{{% endcall %}}\n"
 
 
-class TestUpsertAsCustomStrategy(InstallsDbtMerge):
+class TestUpsertAsCustomStrategy(TableType, InstallsDbtMerge):
     """The Databricks path: get_incremental_upsert_sql under dbt-databricks's flow."""
 
     @pytest.fixture(scope="class")
@@ -576,6 +712,7 @@ class TestUpsertAsCustomStrategy(InstallsDbtMerge):
         ]
         stored = spark.sql(f"show tblproperties {schema}.event_time").collect()
         assert "dbt_merge.upsert" in {r.key for r in stored}, "the first merge stores the mode"
+        self.check_write_modes(spark, schema, "event_time")
 
         before = table(spark, schema, "event_time")
         changed = {"batch": 2, "event_mode": "commit_time_ordering"}
@@ -592,6 +729,10 @@ class TestUpsertAsCustomStrategy(InstallsDbtMerge):
         )
         text = " ".join(output.split())
         assert "dbt_merge upsert in model audited, config 'provenance'" in text
+
+
+class TestUpsertAsCustomStrategyMergeOnRead(TestUpsertAsCustomStrategy):
+    table_type = "merge_on_read"
 
 
 TIE_BATCH = """
@@ -615,7 +756,7 @@ def tie_model(**config) -> str:
     return upsert_model(**config).replace("ref('batch')", "ref('tie_batch')")
 
 
-class TestUpsertTiesAndKeys(InstallsDbtMerge):
+class TestUpsertTiesAndKeys(TableType, InstallsDbtMerge):
     """Ties inside a batch with and without arrival_column; composite keys; partial
     update with a newer incoming version."""
 
@@ -662,3 +803,176 @@ class TestUpsertTiesAndKeys(InstallsDbtMerge):
             (1, "a", "one", "p"),
             (1, "b", "two again", "p"),
         ], "the newer incoming version is the base; its null price takes the stored one"
+
+
+class TestUpsertTiesAndKeysMergeOnRead(TestUpsertTiesAndKeys):
+    table_type = "merge_on_read"
+
+
+# -- merge_on_read compaction ------------------------------------------------------------
+
+
+def pending_deletes(spark, schema, name) -> int:
+    """Deleted rows of live data files: what compaction folds back."""
+    return spark.sql(
+        f"select count(*) from {schema}.{name}.position_deletes as deletes"
+        f" join {schema}.{name}.data_files as data on deletes.file_path = data.file_path"
+    ).first()[0]
+
+
+def compaction_events(spark, schema, name):
+    return spark.sql(
+        f"select * from {schema}.auto_merge_provenance where plan_model = '{name}'"
+    ).collect()
+
+
+def recorded_version(spark, schema, name) -> str:
+    return properties(spark, schema, f"{name}__provenance")["dbt_merge.provenance_version"]
+
+
+def current_snapshot(spark, schema, name) -> str:
+    return str(
+        spark.sql(
+            f"select snapshot_id from {schema}.{name}.history where is_current_ancestor"
+            " order by made_current_at desc limit 1"
+        ).first()[0]
+    )
+
+
+# a test project's override (dispatch) of the compaction statement: with
+# var kill_before_compaction the run fails after its MERGE and provenance commits
+KILL_BEFORE_COMPACTION = """
+{% macro default__get_upsert_compaction_sql(relation, thresholds) %}
+    {%- if var('kill_before_compaction', false) -%}
+    select raise_error('killed after the MERGE, before compaction')
+    {%- else -%}
+    {{ dbt_merge.default__get_upsert_compaction_sql(relation, thresholds) }}
+    {%- endif -%}
+{% endmacro %}
+"""
+COMMIT_TIME = {"precombine_key": "ts", "delete_column": "is_deleted"}
+COMMIT_TIME["merge_mode"] = "commit_time_ordering"
+AFTER_BATCH_2 = [
+    (1, 1, "name_1", "price_1"),
+    (2, 7, "y", None),
+    (3, 1, None, "price_1"),
+    (5, 1, "new", None),
+]
+# batch 1 again on top (commit time: every incoming version wins; 4 comes back)
+AFTER_BATCH_1_AGAIN = [
+    (1, 2, "name_2", "price_2"),
+    (2, 7, "y", None),
+    (3, 2, "name_1", None),
+    (4, 5, "s", None),
+    (5, 1, "new", None),
+]
+
+
+class TestUpsertCompaction(InstallsDbtMerge):
+    """merge_on_read compaction, inline (thresholds) and scheduled (run-operation): the
+    contents never change, and each compaction is a JOIN event."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        mor = {**COMMIT_TIME, "table_type": "merge_on_read"}
+        return {
+            "batch.sql": BATCH_SQL,
+            "reference.sql": upsert_model(**COMMIT_TIME),
+            "compacted.sql": upsert_model(
+                **mor, inline_compaction={"delete_files": 1}, provenance=True
+            ),
+            "thresholded.sql": upsert_model(**mor, inline_compaction={"delete_files": 3}),
+            "scheduled.sql": upsert_model(**mor, provenance=True),
+        }
+
+    @pytest.fixture(scope="class")
+    def macros(self):
+        return {"kill_before_compaction.sql": KILL_BEFORE_COMPACTION}
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return {
+            "dispatch": [{"macro_namespace": "dbt_merge", "search_order": ["test", "dbt_merge"]}]
+        }
+
+    def run_batch(self, number, *select, **variables):
+        args = ["run", "--vars", json.dumps({"batch": number, **variables})]
+        return run_dbt_and_capture(
+            args + (["--select", "batch", *select] if select else []),
+            expect_pass=not variables.get("kill_before_compaction"),
+        )
+
+    def test_inline_compaction_past_the_thresholds(self, project, spark):
+        schema = project.test_schema
+        run_dbt(["deps"])
+        self.run_batch(1)
+        self.run_batch(2)
+        for name in ("reference", "compacted", "thresholded", "scheduled"):
+            assert table(spark, schema, name) == AFTER_BATCH_2, name
+        assert pending_deletes(spark, schema, "compacted") == 0, "compacted at the end of the run"
+        assert pending_deletes(spark, schema, "thresholded") > 0, "one delete file is below 3"
+        assert pending_deletes(spark, schema, "scheduled") > 0, "no inline compaction"
+        (event,) = compaction_events(spark, schema, "compacted")
+        assert event.event_type == "JOIN" and event.parent_ids and event.child_ids
+        assert str(event.snapshot_id) == current_snapshot(spark, schema, "compacted")
+        assert not set(event.child_ids) & set(event.parent_ids)
+        assert compaction_events(spark, schema, "thresholded") == []
+        assert recorded_version(spark, schema, "compacted") == current_snapshot(
+            spark, schema, "compacted"
+        ), "the model's provenance moves past the compaction, which changed no row"
+        assert sorted((r.event_type, r.record_key) for r in events(spark, schema, "compacted")) == [
+            ("CREATE", "1"),
+            ("CREATE", "2"),
+            ("CREATE", "3"),
+            ("CREATE", "4"),
+            ("CREATE", "5"),
+            ("DELETE", "4"),
+            ("UPDATE", "1"),
+            ("UPDATE", "3"),
+        ]
+
+    def test_a_run_killed_before_compaction_leaves_a_correct_table(self, project, spark):
+        schema = project.test_schema
+        known = len(events(spark, schema, "compacted"))
+        _, output = self.run_batch(1, "compacted", kill_before_compaction=True)
+        assert "killed after the MERGE, before compaction" in output
+        assert table(spark, schema, "compacted") == AFTER_BATCH_1_AGAIN, "the MERGE's commit"
+        assert pending_deletes(spark, schema, "compacted") > 0, "not compacted"
+        assert len(events(spark, schema, "compacted")) > known, "its events were recorded"
+        assert len(compaction_events(spark, schema, "compacted")) == 1
+
+        _, output = self.run_batch(1)
+        for name in ("reference", "compacted", "thresholded", "scheduled"):
+            assert table(spark, schema, name) == AFTER_BATCH_1_AGAIN, name
+        assert pending_deletes(spark, schema, "compacted") == 0, "the next run compacts"
+        assert len(compaction_events(spark, schema, "compacted")) == 2
+        assert "without provenance" not in output, "no change went unrecorded"
+
+    def test_scheduled_compaction(self, project, spark):
+        schema = project.test_schema
+        before = table(spark, schema, "scheduled")
+        pending = pending_deletes(spark, schema, "scheduled")
+        snapshot = current_snapshot(spark, schema, "scheduled")
+        operation = ["run-operation", "dbt_merge.execute_upsert_compaction", "--args"]
+        _, output = run_dbt_and_capture([*operation, json.dumps({"model": "scheduled"})])
+        assert "upsert compaction dry run of" in output and "nothing was changed" in output
+        assert current_snapshot(spark, schema, "scheduled") == snapshot, "a dry run by default"
+        assert pending_deletes(spark, schema, "scheduled") == pending
+
+        run_dbt([*operation, json.dumps({"model": "scheduled", "execute": True})])
+        assert table(spark, schema, "scheduled") == before, "the same rows"
+        count = spark.sql(f"select count(*) from {schema}.scheduled").first()[0]
+        assert count == len(before)
+        assert pending_deletes(spark, schema, "scheduled") == 0
+        assert delete_files(spark, schema, "scheduled") == 0, "no delete file is left"
+        (event,) = compaction_events(spark, schema, "scheduled")
+        assert str(event.snapshot_id) == current_snapshot(spark, schema, "scheduled")
+        assert recorded_version(spark, schema, "scheduled") == current_snapshot(
+            spark, schema, "scheduled"
+        )
+
+        known = set(events(spark, schema, "scheduled"))
+        _, output = self.run_batch(3, "scheduled")
+        new = [r for r in events(spark, schema, "scheduled") if r not in known]
+        assert [(r.event_type, r.record_key) for r in new] == [("DELETE", "4")]
+        assert "without provenance" not in output

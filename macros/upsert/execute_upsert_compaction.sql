@@ -1,0 +1,245 @@
+{#--
+    Scheduled compaction of a merge_on_read upsert table (SPEC §2, "Table types"): the
+    data files that have pending row-level deletes are rewritten without their deleted
+    rows, and the delete files are dropped. What a reader sees does not change. A dry
+    run (the default) only says what it would do, like execute_auto_merge:
+
+        dbt run-operation dbt_merge.execute_upsert_compaction --args '{model: orders}'
+        dbt run-operation dbt_merge.execute_upsert_compaction --args '{model: orders, execute: true}'
+
+    By default every data file with a pending delete is compacted; delete_files and
+    deleted_ratio restrict it to the files past those thresholds, as the model config
+    inline_compaction does at the end of a run. Each compaction appends a JOIN event
+    (old files -> new files) to <schema>.auto_merge_provenance, the events table of the
+    auto-merge family, and moves the model's own provenance (provenance=true) past the
+    compaction's snapshot, which changed no row. Iceberg only.
+--#}
+{% macro execute_upsert_compaction(model, execute=false, delete_files=none, deleted_ratio=none) %}
+    {{ return(adapter.dispatch('execute_upsert_compaction', 'dbt_merge')(model, execute, delete_files, deleted_ratio)) }}
+{% endmacro %}
+
+
+{% macro default__execute_upsert_compaction(model, execute, delete_files, deleted_ratio) %}
+    {#-- `execute` here is this macro's flag, which hides dbt's own: an empty result
+         from run_query is how this notices that dbt is only parsing. --#}
+    {% if model is string %}
+        {% set target = ref(model) %}
+    {% elif model is mapping or model is none %}
+        {% set msg -%}
+            Macro execute_upsert_compaction expected a model's name or a Relation but received the value: {{ model }}
+        {%- endset %}
+        {% do exceptions.raise_compiler_error(msg) %}
+    {% else %}
+        {% set target = model %}
+    {% endif %}
+    {% set found = run_query('describe table extended ' ~ target) %}
+    {% if found is none or found is undefined %}
+        {{ return({}) }}
+    {% endif %}
+    {% for row in found.rows if (row[0] | string).strip().lower() == 'provider' and (row[1] | string).strip().lower() != 'iceberg' %}
+        {% set msg -%}
+            dbt_merge.execute_upsert_compaction of {{ target }}, setting 'file_format': the table's provider is {{ row[1] }}. Compaction reads Iceberg's metadata tables (<table>.position_deletes) and runs Iceberg's rewrite_data_files; on Delta, use REORG TABLE {{ target }} APPLY (PURGE) or OPTIMIZE. Nothing was changed
+        {%- endset %}
+        {% do exceptions.raise_compiler_error(msg) %}
+    {% endfor %}
+    {% set thresholds = dbt_merge._upsert_compaction_thresholds(
+        'execute_upsert_compaction',
+        {'delete_files': 1 if delete_files is none and deleted_ratio is none else delete_files, 'deleted_ratio': deleted_ratio}) %}
+    {% set outcome = dbt_merge._compact_upsert_table(target, thresholds, execute) %}
+    {% if outcome.status == 'planned' %}
+        {% do log('upsert compaction dry run of ' ~ target ~ ': ' ~ outcome.files_before ~ ' data file(s) with ' ~ outcome.delete_files ~ ' delete file(s) and ' ~ outcome.deleted_rows ~ ' deleted row(s) would be rewritten; nothing was changed. Run it with' ~ " --args '{model: " ~ target.identifier ~ ", execute: true}'", info=true) %}
+    {% endif %}
+    {{ return(outcome) }}
+{% endmacro %}
+
+
+{#-- Checked compaction thresholds ({delete_files, deleted_ratio}, each optional, not
+     both none): `caller` names the config or macro in errors. --#}
+{% macro _upsert_compaction_thresholds(caller_name, thresholds) %}
+    {% set prefix = ('dbt_merge upsert in model ' ~ model.name ~ ", config 'inline_compaction': ") if caller_name == 'inline_compaction' else ('Macro ' ~ caller_name ~ ': ') %}
+    {% if thresholds is not mapping %}
+        {% do exceptions.raise_compiler_error(prefix ~ 'expected a dict with delete_files and/or deleted_ratio but received the value: ' ~ thresholds) %}
+    {% endif %}
+    {% set unknown = thresholds.keys() | reject('in', ['delete_files', 'deleted_ratio']) | list %}
+    {% if unknown %}
+        {% do exceptions.raise_compiler_error(prefix ~ 'Cannot use options [' ~ (unknown | join(', ')) ~ '], they are not supported by ' ~ caller_name ~ '. Supported: delete_files, deleted_ratio') %}
+    {% endif %}
+    {% set delete_files = thresholds.get('delete_files') %}
+    {% set deleted_ratio = thresholds.get('deleted_ratio') %}
+    {% if delete_files is none and deleted_ratio is none %}
+        {% do exceptions.raise_compiler_error(prefix ~ 'set delete_files (delete files per data file) or deleted_ratio (share of a data file\'s rows deleted), or both') %}
+    {% endif %}
+    {% if delete_files is not none and (delete_files is not number or delete_files is boolean or delete_files != delete_files | int or delete_files < 1) %}
+        {% do exceptions.raise_compiler_error(prefix ~ "'delete_files' is set to " ~ delete_files ~ ' but must be a whole number > 0') %}
+    {% endif %}
+    {% if deleted_ratio is not none and (deleted_ratio is not number or deleted_ratio is boolean or deleted_ratio <= 0 or deleted_ratio > 1) %}
+        {% do exceptions.raise_compiler_error(prefix ~ "'deleted_ratio' is set to " ~ deleted_ratio ~ ' but must be > 0 and <= 1') %}
+    {% endif %}
+    {{ return({'delete_files': delete_files | int if delete_files is not none else none, 'deleted_ratio': deleted_ratio}) }}
+{% endmacro %}
+
+
+{#-- The live data files of an Iceberg table whose pending position deletes pass the
+     thresholds: file_path, record_count, file_size_in_bytes, delete_files,
+     deleted_rows. Iceberg's rule (rewrite_data_files' delete-file-threshold and
+     delete-ratio-threshold): a file qualifies with at least delete_files delete files,
+     or at least deleted_ratio of its rows deleted; deleted_ratio cannot be above 1, so
+     a file whose rows are all deleted always qualifies. --#}
+{% macro _upsert_pending_deletes_sql(relation, thresholds) %}
+    {%- set conditions = ['pending.deleted_rows >= data.record_count'] %}
+    {%- if thresholds.delete_files is not none %}
+        {%- do conditions.append('pending.delete_files >= ' ~ thresholds.delete_files) %}
+    {%- endif %}
+    {%- if thresholds.deleted_ratio is not none %}
+        {%- do conditions.append('pending.deleted_rows >= ' ~ thresholds.deleted_ratio ~ ' * data.record_count') %}
+    {%- endif %}
+select
+    data.file_path,
+    data.record_count,
+    data.file_size_in_bytes,
+    pending.delete_files,
+    pending.deleted_rows
+from (
+    select
+        file_path,
+        count(distinct delete_file_path) as delete_files,
+        count(*) as deleted_rows
+    from {{ relation }}.position_deletes
+    group by file_path
+) as pending
+join {{ relation }}.data_files as data
+    on data.file_path = pending.file_path
+where {{ conditions | join(' or ') }}
+order by data.file_path
+{%- endmacro %}
+
+
+{#-- rewrite_data_files restricted to the files past the thresholds: the size rules
+     are switched off (min-file-size-bytes 0, max-file-size-bytes the largest long) so
+     only delete-file-threshold and delete-ratio-threshold select files
+     (apache/iceberg docs/docs/spark-procedures.md, rewrite_data_files). --#}
+{% macro get_upsert_compaction_sql(relation, thresholds) %}
+    {{ return(adapter.dispatch('get_upsert_compaction_sql', 'dbt_merge')(relation, thresholds)) }}
+{% endmacro %}
+
+
+{% macro default__get_upsert_compaction_sql(relation, thresholds) %}
+    {%- set table = relation.schema ~ '.' ~ relation.identifier -%}
+    call spark_catalog.system.rewrite_data_files(
+        table => {{ dbt_merge._sql_string(table) }},
+        options => map(
+            'delete-file-threshold', '{{ thresholds.delete_files if thresholds.delete_files is not none else 2147483647 }}',
+            'delete-ratio-threshold', '{{ thresholds.deleted_ratio if thresholds.deleted_ratio is not none else 1.0 }}',
+            'min-file-size-bytes', '0',
+            'max-file-size-bytes', '9223372036854775807',
+            'remove-dangling-deletes', 'true'
+        )
+    )
+{%- endmacro %}
+
+
+{#-- Compacts (or, without execute, plans) the files past the thresholds; returns what
+     happened as a dict (status nothing_pending, planned or compacted). --#}
+{% macro _compact_upsert_table(target, thresholds, execute) %}
+    {% set pending = run_query(dbt_merge._upsert_pending_deletes_sql(target, thresholds)).rows %}
+    {% set outcome = {
+        'table': target | string,
+        'files_before': pending | length,
+        'delete_files': pending | sum(attribute='delete_files'),
+        'deleted_rows': pending | sum(attribute='deleted_rows'),
+        'files_after': none,
+    } %}
+    {% if pending | length == 0 %}
+        {% do log('upsert compaction of ' ~ target ~ ': no data file has pending deletes past the thresholds ' ~ tojson(thresholds), info=true) %}
+        {% do outcome.update({'status': 'nothing_pending'}) %}
+        {{ return(outcome) }}
+    {% endif %}
+    {% set call_sql = dbt_merge.get_upsert_compaction_sql(target, thresholds) %}
+    {% if not execute %}
+        {% do log('upsert compaction dry run: would run: ' ~ call_sql, info=true) %}
+        {% do outcome.update({'status': 'planned'}) %}
+        {{ return(outcome) }}
+    {% endif %}
+
+    {#-- 1. rewrite, then drop the delete files that now point at no live data file --#}
+    {% set before_snapshot = dbt_merge._table_version(target, 'iceberg') %}
+    {% set before = dbt_merge._upsert_data_files(target) %}
+    {% set result = run_query(call_sql).rows[0] %}
+    {% set dangling = run_query('select count(*) from ' ~ target ~ '.position_deletes as deletes left anti join ' ~ target ~ '.data_files as data on deletes.file_path = data.file_path').rows[0][0] %}
+    {% if dangling > 0 %}
+        {% do run_query("call spark_catalog.system.rewrite_position_delete_files(table => " ~ dbt_merge._sql_string(target.schema ~ '.' ~ target.identifier) ~ ", options => map('rewrite-all', 'true'))") %}
+    {% endif %}
+    {% set after = dbt_merge._upsert_data_files(target) %}
+    {% set parents = before | reject('in', after) | list %}
+    {% set children = after | reject('in', before) | list %}
+    {% set snapshot = dbt_merge._table_version(target, 'iceberg') %}
+
+    {#-- 2. provenance: a JOIN event (old files -> new files); the model's own events
+         move past snapshots that only compacted --#}
+    {% if parents %}
+        {% set events = dbt_merge.auto_merge_provenance(target) %}
+        {% do run_query(dbt_merge.get_create_auto_merge_provenance_sql(events)) %}
+        {% do run_query(dbt_merge._upsert_compaction_event_sql(events, target, parents, children, result['rewritten_bytes_count'], snapshot)) %}
+    {% endif %}
+    {% do dbt_merge._upsert_provenance_skip_compaction(target, before_snapshot, snapshot) %}
+    {% do log('upsert compaction of ' ~ target ~ ': rewrote ' ~ (parents | length) ~ ' data file(s) with ' ~ outcome.delete_files ~ ' delete file(s) into ' ~ (children | length) ~ ' in snapshot ' ~ snapshot, info=true) %}
+    {% do outcome.update({'status': 'compacted', 'files_before': parents | length, 'files_after': children | length, 'snapshot_id': snapshot}) %}
+    {{ return(outcome) }}
+{% endmacro %}
+
+
+{% macro _upsert_data_files(relation) %}
+    {% set found = run_query('select file_path from ' ~ relation ~ '.data_files order by file_path') %}
+    {{ return(found.columns['file_path'].values() | map('string') | list) }}
+{% endmacro %}
+
+
+{#-- The compaction's event, in the auto-merge events table's columns: plan_model is
+     the upsert model; merge_index, min_key and max_key stay null. --#}
+{% macro _upsert_compaction_event_sql(events, target, parents, children, rewritten_bytes, snapshot) %}
+    insert into {{ events }}
+    select
+        'JOIN' as event_type,
+        {{ dbt_merge._sql_string(target.schema ~ '.' ~ target.identifier) }} as table_name,
+        {{ dbt_merge._sql_string(target.identifier) }} as plan_model,
+        cast(null as int) as merge_index,
+        cast(null as string) as min_key,
+        cast(null as string) as max_key,
+        cast(array({% for p in parents %}{{ dbt_merge._sql_string(p) }}{{ ', ' if not loop.last }}{% endfor %}) as array<string>) as parent_ids,
+        cast(array({% for c in children %}{{ dbt_merge._sql_string(c) }}{{ ', ' if not loop.last }}{% endfor %}) as array<string>) as child_ids,
+        cast({{ rewritten_bytes }} as bigint) as rewritten_bytes,
+        cast({{ snapshot }} as bigint) as snapshot_id,
+        {{- dbt_merge._provenance_stamp_sql() }}
+{% endmacro %}
+
+
+{#-- A model with provenance=true records the diff between the last recorded version
+     and the current one when they differ. Compaction snapshots change no row: when the
+     recorded version is the one before the compaction and every snapshot after it is
+     a rewrite ('replace'), the recorded version moves to the compaction's snapshot, so
+     the next run does not diff the whole table for nothing. --#}
+{% macro _upsert_provenance_skip_compaction(target, before_snapshot, snapshot) %}
+    {% set events = dbt_merge._upsert_provenance_relation(target) %}
+    {% if before_snapshot is none or snapshot == before_snapshot or load_relation(events) is none %}
+        {{ return(none) }}
+    {% endif %}
+    {% if dbt_merge._upsert_recorded_version(target, events, 'iceberg') != before_snapshot %}
+        {{ return(none) }}
+    {% endif %}
+    {% set snapshots = {} %}
+    {% for row in run_query('select cast(snapshot_id as string), cast(parent_id as string), operation from ' ~ target ~ '.snapshots').rows %}
+        {% do snapshots.update({row[0]: {'parent': row[1], 'operation': row[2]}}) %}
+    {% endfor %}
+    {% set walk = {'at': snapshot, 'only_rewrites': true} %}
+    {% for _ in range(snapshots | length) if walk.at != before_snapshot and walk.only_rewrites %}
+        {% set current = snapshots.get(walk.at) %}
+        {% if current is none or current.operation != 'replace' %}
+            {% do walk.update({'only_rewrites': false}) %}
+        {% else %}
+            {% do walk.update({'at': current.parent}) %}
+        {% endif %}
+    {% endfor %}
+    {% if walk.only_rewrites and walk.at == before_snapshot %}
+        {% do dbt_merge._set_upsert_recorded_version(events, snapshot) %}
+    {% endif %}
+{% endmacro %}
