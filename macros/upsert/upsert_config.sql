@@ -24,6 +24,10 @@
         },
         'defaults': {'merge_mode': 'event_time_ordering', 'partial_update': false, 'overwrite_non_defaults': false},
         'table_type_default': 'copy_on_write',
+        'config_keys': ['unique_key', 'precombine_key', 'merge_mode', 'partial_update',
+                        'overwrite_non_defaults', 'delete_column', 'arrival_column',
+                        'custom_merger', 'payload', 'provenance', 'table_type',
+                        'inline_compaction'],
     }) }}
 {% endmacro %}
 
@@ -54,8 +58,19 @@
 
 {% macro default__upsert_config(columns) %}
     {% set known = dbt_merge._upsert_settings() %}
-    {% set payload = config.get('payload') %}
+    {% do dbt_merge._check_upsert_config_keys(known) %}
+    {% set resolved = dbt_merge._upsert_mode_config(known) %}
+    {% do resolved.update(dbt_merge._upsert_table_type_config(known)) %}
+    {% do resolved.update(dbt_merge._upsert_column_config(resolved, columns)) %}
+    {{ return(resolved) }}
+{% endmacro %}
+
+
+{#-- The merge mode and its flags: a Hudi payload alias or the settings themselves,
+     and the combinations that contradict each other. --#}
+{% macro _upsert_mode_config(known) %}
     {% set resolved = {} %}
+    {% set payload = config.get('payload') %}
     {% if payload is not none %}
         {% if payload not in known.payloads %}
             {% do dbt_merge._upsert_error('payload', 'invalid payload provided: ' ~ payload ~ '. Expected one of: ' ~ (known.payloads.keys() | join(', '))) %}
@@ -90,6 +105,14 @@
         {% do dbt_merge._upsert_error(setting, 'is true, but merge_mode custom renders every column with custom_merger, which ' ~ setting ~ ' would override. Only one is allowed: remove ' ~ setting ~ ' or use another merge_mode') %}
     {% endfor %}
 
+    {% do resolved.update({'payload': payload}) %}
+    {{ return(resolved) }}
+{% endmacro %}
+
+
+{#-- The table type (copy_on_write or merge_on_read), the file format it needs, and
+     inline compaction's thresholds. --#}
+{% macro _upsert_table_type_config(known) %}
     {#-- Hudi's table types: copy_on_write rewrites the data files that hold a changed
          key; merge_on_read writes the changed rows and row-level deletes (Iceberg
          position deletes, Delta deletion vectors) that compaction folds back --#}
@@ -114,6 +137,13 @@
         {% endif %}
     {% endif %}
 
+    {{ return({'table_type': table_type, 'file_format': file_format, 'inline_compaction': inline_compaction}) }}
+{% endmacro %}
+
+
+{#-- The key, ordering, delete and arrival columns and the custom merger, checked
+     against the mode and, given the batch's column names, against the model. --#}
+{% macro _upsert_column_config(resolved, columns) %}
     {% set unique_key = dbt_merge._upsert_names('unique_key', config.get('unique_key')) %}
     {% if not unique_key %}
         {% do dbt_merge._upsert_error('unique_key', 'the upsert strategy needs a unique_key (one column or a list)') %}
@@ -153,16 +183,28 @@
     {{ return({
         'unique_key': unique_key,
         'precombine_key': precombine_key,
-        'merge_mode': resolved.merge_mode,
-        'partial_update': resolved.partial_update,
-        'overwrite_non_defaults': resolved.overwrite_non_defaults,
         'delete_column': delete_column,
         'arrival_column': arrival_column,
         'custom_merger': custom_merger,
-        'payload': payload,
-        'provenance': resolved.provenance,
-        'table_type': table_type,
-        'file_format': file_format,
-        'inline_compaction': inline_compaction,
     }) }}
+{% endmacro %}
+
+
+{#-- A config key that is not an upsert setting but looks like one (case, dashes and
+     underscores aside: the same name, a plural, or at most two letters more or less
+     at the end) is a typo that would be silently ignored: fail and name the setting
+     it resembles. Other unknown keys belong to dbt, the adapter or the user. --#}
+{% macro _check_upsert_config_keys(known) %}
+    {% set settings = known.config_keys %}
+    {% set normalized = {} %}
+    {% for name in settings %}{% do normalized.update({name: name | lower | replace('_', '')}) %}{% endfor %}
+    {% for key in (model.config or {}).keys() if key not in settings %}
+        {% set typed = key | lower | replace('_', '') | replace('-', '') %}
+        {% for name, wanted in normalized.items() %}
+            {% set longer, shorter = (typed, wanted) if typed | length >= wanted | length else (wanted, typed) %}
+            {% if typed == wanted or (longer.startswith(shorter) and longer | length - shorter | length <= 2 and shorter | length >= 6) %}
+                {% do dbt_merge._upsert_error(key, 'Cannot use options [' ~ key ~ '], they are not supported by the upsert strategy. Did you mean ' ~ name ~ '?') %}
+            {% endif %}
+        {% endfor %}
+    {% endfor %}
 {% endmacro %}

@@ -321,6 +321,10 @@ NOT_SQL = {
     "_upsert_update_columns": "returns the column names a MERGE updates",
     "_upsert_order_sql": "an expression, parsed inside the precombine of orders_merge",
     "_upsert_prepare": "returns the prepared state (a dict); its checks run in orders_merge",
+    "_upsert_mode_config": "returns the merge mode and flags (a dict)",
+    "_upsert_table_type_config": "returns the table type settings (a dict)",
+    "_upsert_column_config": "returns the column settings (a dict)",
+    "_check_upsert_config_keys": "raises on a config key that resembles a setting",
     "_upsert_settings_added_later": "returns the values of later lock settings (a dict)",
     "_upsert_table_type_properties": "returns table properties (a dict), set by the ALTER of "
     "_store_upsert_table_settings",

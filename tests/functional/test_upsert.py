@@ -416,6 +416,16 @@ class TestUpsertConfigErrors(InstallsDbtMerge):
                 "both partial_update and overwrite_non_defaults are true",
             ),
             (
+                {"unique_key": "id", "precombine_keys": "ts"},
+                "config 'precombine_keys': Cannot use options [precombine_keys], they are not "
+                "supported by the upsert strategy. Did you mean precombine_key?",
+            ),
+            (
+                {"unique_key": "id", "precombine_key": "ts", "deleteColumn": "is_deleted"},
+                "config 'deleteColumn': Cannot use options [deleteColumn], they are not "
+                "supported by the upsert strategy. Did you mean delete_column?",
+            ),
+            (
                 {
                     "unique_key": "id",
                     "precombine_key": "ts",
