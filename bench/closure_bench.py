@@ -10,6 +10,7 @@ for the methods of --methods:
   default      - connected_components as users call it (it picks driver or distributed)
   driver       - the driver method forced (max_driver_edges large)
   distributed  - the distributed method forced (max_driver_edges=0)
+  rounds       - the distributed method's rounds to the end (max_task_edges=0 too)
   lss          - large-star/small-star, the loop of GraphFrames and Splink (baselines.py)
   naive        - min-label propagation, one round per hop (baselines.py)
 The two baselines are capped in time ("did not finish" when the cap is hit). Each row
@@ -19,7 +20,7 @@ when they agree); after each shape, the ratios.
 Usage:
   .venv/bin/python bench/closure_bench.py --sizes 1000000,3000000
       [--shapes random,chain,chains,stars] [--methods default,distributed,lss,naive]
-      [--baseline-cap 600] [--no-baseline] [--json bench/out/closure.json]
+      [--baseline-cap 600] [--lss-cap 600] [--no-baseline] [--json bench/out/closure.json]
   (--distributed, kept for bench/sweep.py, adds the forced distributed method)
 """
 
@@ -47,12 +48,17 @@ from dbt_merge.core.spark import materialize  # noqa: E402
 from dbt_merge.entity_merge.closure import ClosureStats, connected_components  # noqa: E402
 
 SHAPES = ("random", "chain", "chains", "stars")
-METHODS = ("default", "driver", "distributed", "lss", "naive")
+METHODS = ("default", "driver", "distributed", "rounds", "lss", "naive")
 DEFAULT_METHODS = "default,distributed,lss,naive"
 BASELINES = {"lss": "large-star/small-star", "naive": "naive"}
 STARS = 4
 CHAIN = 5_000  # edges of each path of "chains"
-FORCE = {"default": None, "driver": 1 << 40, "distributed": 0}
+FORCE = {
+    "default": {},
+    "driver": {"max_driver_edges": 1 << 40},
+    "distributed": {"max_driver_edges": 0},
+    "rounds": {"max_driver_edges": 0, "max_task_edges": 0},
+}
 
 
 def graph(spark: SparkSession, shape: str, edges: int) -> DataFrame:
@@ -82,11 +88,10 @@ def timed_write(spark: SparkSession, result: DataFrame, table: str) -> None:
     result.writeTo(table).using("iceberg").createOrReplace()
 
 
-def run_closure(spark, edges, shape, size, label, limit) -> dict:
+def run_closure(spark, edges, shape, size, label, options) -> dict:
     stats = ClosureStats()
     meter, started = ShuffleMeter(), time.monotonic()
-    kwargs = {} if limit is None else {"max_driver_edges": limit}
-    result = connected_components(edges, stats=stats, **kwargs)
+    result = connected_components(edges, stats=stats, **options)
     timed_write(spark, result, f"bench.cc_{shape}")
     seconds = time.monotonic() - started
     shuffled = meter.shuffle_bytes()
@@ -128,15 +133,18 @@ def ratios(rows: list[dict]) -> str:
     """The seconds of each row over the distributed method's (and over the driver's)."""
     by = {r["method"].split(":")[0]: r for r in rows}
     driver = next((r for r in rows if r["method"].endswith(":driver")), None)
-    dist = next((r for r in rows if r["method"].endswith(":distributed")), None)
+    dist = by.get("distributed") or by.get("dbt_merge")
+    dist = dist if dist and dist["method"].endswith(":distributed") else None
     parts = []
     if dist and driver:
         parts.append(f"distributed/driver {dist['seconds'] / driver['seconds']:.2f}")
-    for name in ("large-star/small-star", "naive"):
+    if by.get("rounds") and dist:
+        parts.append(f"rounds/distributed {by['rounds']['seconds'] / dist['seconds']:.2f}")
+    for name, short in (("large-star/small-star", "lss"), ("naive", "naive")):
         row = by.get(name)
         if row and dist:
             sign = "" if row.get("finished", True) else ">"
-            parts.append(f"{name}/distributed {sign}{row['seconds'] / dist['seconds']:.2f}")
+            parts.append(f"{short}/distributed {sign}{row['seconds'] / dist['seconds']:.2f}")
     return "  ratios: " + (", ".join(parts) if parts else "-")
 
 
@@ -149,6 +157,7 @@ def main() -> int:
         "--distributed", action="store_true", help="also time the forced distributed method"
     )
     parser.add_argument("--baseline-cap", type=float, default=600.0)
+    parser.add_argument("--lss-cap", type=float, help="large-star/small-star's cap if not that")
     parser.add_argument("--no-baseline", action="store_true", help="leave out lss and naive")
     parser.add_argument("--json", default=str(ROOT / "bench" / "out" / "closure.json"))
     parser.add_argument("--master", default="local[2]")
@@ -193,10 +202,13 @@ def main() -> int:
             shape_rows = []
             for label in methods:
                 if label in BASELINES:
-                    row = run_baseline(spark, edges, shape, size, label, args.baseline_cap)
+                    cap = args.baseline_cap
+                    if label == "lss" and args.lss_cap is not None:
+                        cap = args.lss_cap
+                    row = run_baseline(spark, edges, shape, size, label, cap)
                     shown = f"{row['seconds']:.1f}"
                     if not row["finished"]:
-                        shown = f"DNF>{args.baseline_cap:.0f}"
+                        shown = f"DNF>{cap:.0f}"
                 else:
                     row = run_closure(spark, edges, shape, size, label, FORCE[label])
                     shown = f"{row['seconds']:.1f}"
