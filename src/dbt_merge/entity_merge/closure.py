@@ -260,6 +260,7 @@ def _distributed_components(
     stats: ClosureStats,
 ) -> DataFrame:
     """Names hashed to 64-bit ids (dense ids if two collide), then rounds in Spark."""
+    started = time.monotonic()
     nodes = (
         pairs.select(F.col("s").alias("node"))
         .union(pairs.select(F.col("d").alias("node")))
@@ -279,8 +280,17 @@ def _distributed_components(
             .join(nodes.withColumnRenamed("node", "d").withColumnRenamed("nid", "b"), "d")
             .select("a", "b")
         )
+    logger.info("closure: %d nodes numbered in %.1fs", stats.nodes, time.monotonic() - started)
+    started = time.monotonic()
     graph = materialize(_local_stars(hashed))
-    roots, stats.rounds = _distributed_roots(graph, max_rounds, max_task_edges)
+    edges = graph.count()
+    logger.info(
+        "closure: %d edges contracted to %d in their partitions in %.1fs",
+        stats.edges,
+        edges,
+        time.monotonic() - started,
+    )
+    roots, stats.rounds = _distributed_roots(graph, edges, max_rounds, max_task_edges)
     return _labels(nodes, roots, node_col, component_col)
 
 
@@ -309,18 +319,23 @@ def _labels(nodes: DataFrame, roots: DataFrame, node_col: str, component_col: st
 
 
 def _distributed_roots(
-    graph: DataFrame, max_rounds: int, max_task_edges: int
+    graph: DataFrame, edges: int, max_rounds: int, max_task_edges: int
 ) -> tuple[DataFrame, int]:
-    """``(nid, root)`` of every node of ``graph`` (a, b) that is not its component's
-    root, and the rounds it took."""
+    """``(nid, root)`` of every node of ``graph`` (a, b; ``edges`` rows) that is not
+    its component's root, and the rounds it took."""
     moved: list[DataFrame] = []
     rounds = 0
-    edges = graph.count()
     while edges:
         rounds += 1
+        started = time.monotonic()
         if edges <= max_task_edges:
             moved.append(materialize(_closed_in_one_task(graph)))
-            logger.info("closure round %d: the last %d edges closed in one task", rounds, edges)
+            logger.info(
+                "closure round %d: the last %d edges closed in one task in %.1fs",
+                rounds,
+                edges,
+                time.monotonic() - started,
+            )
             break
         if rounds > max_rounds:
             raise ClosureError(
@@ -348,7 +363,9 @@ def _distributed_roots(
         )
         graph = materialize(_canonical(renamed).where(F.col("a") != F.col("b")))
         edges = graph.count()
-        logger.info("closure round %d: %d edges left", rounds, edges)
+        logger.info(
+            "closure round %d: %d edges left in %.1fs", rounds, edges, time.monotonic() - started
+        )
 
     if not moved:
         empty = graph.sparkSession.createDataFrame([], "nid long, root long")
