@@ -1,17 +1,27 @@
-"""Benchmark of dbt_merge.closure.connected_components against a naive baseline.
+"""Benchmark of dbt_merge.closure.connected_components against two baselines.
 
 Graphs (string node names, generated in Spark):
-  random  - n nodes, n edges between random nodes (average degree ~2)
+  random  - n edges between random nodes of n (average degree ~2)
   chain   - one path of `edges` edges (diameter = edges)
+  chains  - many paths of CHAIN edges each
   stars   - 4 giant stars sharing their edges equally
-Each is timed for connected_components (the default method, and optionally the
-distributed one forced) including writing the result to an Iceberg table, and for
-a naive iterative min-label propagation in the same process, capped in time
-("did not finish" when the cap is hit).
+Each is timed, in one process and including writing the result to an Iceberg table,
+for the methods of --methods:
+  default      - connected_components as users call it (it picks driver or distributed)
+  driver       - the driver method forced (max_driver_edges large)
+  distributed  - the distributed method forced (max_driver_edges=0)
+  rounds       - the distributed method's rounds to the end (max_task_edges=0 too)
+  lss          - large-star/small-star, the loop of GraphFrames and Splink (baselines.py)
+  naive        - min-label propagation, one round per hop (baselines.py)
+The two baselines are capped in time ("did not finish" when the cap is hit). Each row
+shows seconds, rounds, shuffle bytes and the component count (equal across methods
+when they agree); after each shape, the ratios.
 
 Usage:
-  .venv/bin/python bench/closure_bench.py --sizes 1000000,5000000 [--distributed]
-      [--baseline-cap 600] [--json bench/out/closure.json]
+  .venv/bin/python bench/closure_bench.py --sizes 1000000,3000000
+      [--shapes random,chain,chains,stars] [--methods default,distributed,lss,naive]
+      [--baseline-cap 600] [--lss-cap 600] [--no-baseline] [--json bench/out/closure.json]
+  (--distributed, kept for bench/sweep.py, adds the forced distributed method)
 """
 
 from __future__ import annotations
@@ -30,15 +40,25 @@ from pyspark.sql import functions as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from baselines import naive_min_label  # noqa: E402
+from baselines import large_star_small_star, naive_min_label  # noqa: E402
 from spark_metrics import ShuffleMeter  # noqa: E402
 
 from dbt.adapters.spark_session import session as sessions  # noqa: E402
 from dbt_merge.core.spark import materialize  # noqa: E402
 from dbt_merge.entity_merge.closure import ClosureStats, connected_components  # noqa: E402
 
-SHAPES = ("random", "chain", "stars")
+SHAPES = ("random", "chain", "chains", "stars")
+METHODS = ("default", "driver", "distributed", "rounds", "lss", "naive")
+DEFAULT_METHODS = "default,distributed,lss,naive"
+BASELINES = {"lss": "large-star/small-star", "naive": "naive"}
 STARS = 4
+CHAIN = 5_000  # edges of each path of "chains"
+FORCE = {
+    "default": {},
+    "driver": {"max_driver_edges": 1 << 40},
+    "distributed": {"max_driver_edges": 0},
+    "rounds": {"max_driver_edges": 0, "max_task_edges": 0},
+}
 
 
 def graph(spark: SparkSession, shape: str, edges: int) -> DataFrame:
@@ -49,6 +69,9 @@ def graph(spark: SparkSession, shape: str, edges: int) -> DataFrame:
         dst = F.floor(F.rand(12) * edges).cast("long")
     elif shape == "chain":
         src, dst = F.col("id"), F.col("id") + 1
+    elif shape == "chains":  # path k holds nodes k*(CHAIN+1) .. k*(CHAIN+1)+CHAIN
+        src = F.col("id") + F.floor(F.col("id") / CHAIN).cast("long")
+        dst = src + 1
     elif shape == "stars":
         src, dst = -(F.col("id") % STARS) - 1, F.col("id")
     else:
@@ -56,26 +79,97 @@ def graph(spark: SparkSession, shape: str, edges: int) -> DataFrame:
     return ids.select(name(src).alias("src"), name(dst).alias("dst"))
 
 
-def _line(shape, edges, method, seconds, rounds, components) -> str:
-    return f"{shape:7} {edges:>9} {method:24} {seconds:>8} {rounds:>6} {components:>10}"
+def _line(shape, edges, method, seconds, rounds, shuffled, components) -> str:
+    mb = "-" if shuffled is None else f"{shuffled / 1e6:.0f}"
+    return f"{shape:7} {edges:>9} {method:28} {seconds:>8} {rounds:>6} {mb:>10} {components:>10}"
 
 
 def timed_write(spark: SparkSession, result: DataFrame, table: str) -> None:
     result.writeTo(table).using("iceberg").createOrReplace()
 
 
+def run_closure(spark, edges, shape, size, label, options) -> dict:
+    stats = ClosureStats()
+    meter, started = ShuffleMeter(), time.monotonic()
+    result = connected_components(edges, stats=stats, **options)
+    timed_write(spark, result, f"bench.cc_{shape}")
+    seconds = time.monotonic() - started
+    shuffled = meter.shuffle_bytes()
+    components = spark.table(f"bench.cc_{shape}").select("component").distinct().count()
+    return dict(
+        shape=shape,
+        edges=size,
+        method=f"{'dbt_merge' if label == 'default' else label}:{stats.method}",
+        seconds=round(seconds, 1),
+        rounds=stats.rounds,
+        components=components,
+        nodes=stats.nodes,
+        shuffle_bytes=shuffled,
+        reason=stats.reason,
+    )
+
+
+def run_baseline(spark, edges, shape, size, label, cap) -> dict:
+    meter, started = ShuffleMeter(), time.monotonic()
+    run = large_star_small_star if label == "lss" else naive_min_label
+    labels, rounds = run(edges, cap)
+    components = None
+    if labels is not None:
+        timed_write(spark, labels, f"bench.{label}_{shape}")
+        components = spark.table(f"bench.{label}_{shape}").select("component").distinct().count()
+    return dict(
+        shape=shape,
+        edges=size,
+        method=BASELINES[label],
+        seconds=round(time.monotonic() - started, 1),
+        rounds=rounds,
+        components=components,
+        finished=labels is not None,
+        shuffle_bytes=meter.shuffle_bytes(),
+    )
+
+
+def ratios(rows: list[dict]) -> str:
+    """The seconds of each row over the distributed method's (and over the driver's)."""
+    by = {r["method"].split(":")[0]: r for r in rows}
+    driver = next((r for r in rows if r["method"].endswith(":driver")), None)
+    dist = by.get("distributed") or by.get("dbt_merge")
+    dist = dist if dist and dist["method"].endswith(":distributed") else None
+    parts = []
+    if dist and driver:
+        parts.append(f"distributed/driver {dist['seconds'] / driver['seconds']:.2f}")
+    if by.get("rounds") and dist:
+        parts.append(f"rounds/distributed {by['rounds']['seconds'] / dist['seconds']:.2f}")
+    for name, short in (("large-star/small-star", "lss"), ("naive", "naive")):
+        row = by.get(name)
+        if row and dist:
+            sign = "" if row.get("finished", True) else ">"
+            parts.append(f"{short}/distributed {sign}{row['seconds'] / dist['seconds']:.2f}")
+    return "  ratios: " + (", ".join(parts) if parts else "-")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default="1000000,5000000")
+    parser.add_argument("--sizes", default="1000000,3000000")
     parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--methods", default=DEFAULT_METHODS, help=f"of {','.join(METHODS)}")
     parser.add_argument(
         "--distributed", action="store_true", help="also time the forced distributed method"
     )
     parser.add_argument("--baseline-cap", type=float, default=600.0)
-    parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--lss-cap", type=float, help="large-star/small-star's cap if not that")
+    parser.add_argument("--no-baseline", action="store_true", help="leave out lss and naive")
     parser.add_argument("--json", default=str(ROOT / "bench" / "out" / "closure.json"))
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
+    methods = [m for m in args.methods.split(",") if m]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        parser.error(f"unknown method(s) {unknown}; choose from {','.join(METHODS)}")
+    if args.distributed and "distributed" not in methods:
+        methods.insert(1, "distributed")
+    if args.no_baseline:
+        methods = [m for m in methods if m not in BASELINES]
 
     out_dir = ROOT / "bench" / "out"
     warehouse = out_dir / "warehouse"
@@ -96,69 +190,44 @@ def main() -> int:
         f"{platform.node()} {platform.machine()}, {spark.sparkContext.defaultParallelism} cores"
     )
     print(f"# closure benchmark on {args.master} ({machine}), Spark {spark.version}")
-    header = (
-        f"{'shape':7} {'edges':>9} {'method':12} {'seconds':>8} {'rounds':>6} {'components':>10}"
+    print(f"# baselines capped at {args.baseline_cap:.0f} s; shuffle in MB written")
+    print(
+        f"{'shape':7} {'edges':>9} {'method':28} {'seconds':>8} {'rounds':>6} "
+        f"{'shuffle MB':>10} {'components':>10}"
     )
-    print(header)
     results = []
     for size in [int(s) for s in args.sizes.split(",")]:
         for shape in args.shapes.split(","):
             edges = materialize(graph(spark, shape, size))
-            methods = [("dbt_merge", None)]
-            if args.distributed:
-                methods.append(("distributed", 0))
-            for label, limit in methods:
-                stats = ClosureStats()
-                meter, started = ShuffleMeter(), time.monotonic()
-                kwargs = {} if limit is None else {"max_driver_edges": limit}
-                result = connected_components(edges, stats=stats, **kwargs)
-                timed_write(spark, result, f"bench.cc_{shape}")
-                seconds = time.monotonic() - started
-                shuffled = meter.shuffle_bytes()
-                components = spark.table(f"bench.cc_{shape}").select("component").distinct().count()
-                row = dict(
-                    shape=shape,
-                    edges=size,
-                    method=f"{label}:{stats.method}",
-                    seconds=round(seconds, 1),
-                    rounds=stats.rounds,
-                    components=components,
-                    nodes=stats.nodes,
-                    shuffle_bytes=shuffled,
-                )
-                results.append(row)
-                print(
-                    _line(shape, size, row["method"], f"{seconds:.1f}", stats.rounds, components),
-                    flush=True,
-                )
-            if not args.no_baseline:
-                meter, started = ShuffleMeter(), time.monotonic()
-                labels, rounds = naive_min_label(edges, args.baseline_cap)
-                if labels is None:
-                    seconds, components, finished = time.monotonic() - started, None, False
-                    shuffled = meter.shuffle_bytes()
+            shape_rows = []
+            for label in methods:
+                if label in BASELINES:
+                    cap = args.baseline_cap
+                    if label == "lss" and args.lss_cap is not None:
+                        cap = args.lss_cap
+                    row = run_baseline(spark, edges, shape, size, label, cap)
+                    shown = f"{row['seconds']:.1f}"
+                    if not row["finished"]:
+                        shown = f"DNF>{cap:.0f}"
                 else:
-                    timed_write(spark, labels, f"bench.naive_{shape}")
-                    seconds = time.monotonic() - started
-                    shuffled = meter.shuffle_bytes()
-                    components = labels.select("component").distinct().count()
-                    finished = True
-                row = dict(
-                    shape=shape,
-                    edges=size,
-                    method="naive",
-                    seconds=round(seconds, 1),
-                    rounds=rounds,
-                    components=components,
-                    finished=finished,
-                    shuffle_bytes=shuffled,
-                )
+                    row = run_closure(spark, edges, shape, size, label, FORCE[label])
+                    shown = f"{row['seconds']:.1f}"
                 results.append(row)
-                shown = f"{seconds:.1f}" if finished else f"DNF>{args.baseline_cap:.0f}"
+                shape_rows.append(row)
+                components = "-" if row["components"] is None else row["components"]
                 print(
-                    _line(shape, size, "naive", shown, rounds, components if finished else "-"),
+                    _line(
+                        shape,
+                        size,
+                        row["method"],
+                        shown,
+                        row["rounds"],
+                        row["shuffle_bytes"],
+                        components,
+                    ),
                     flush=True,
                 )
+            print(ratios(shape_rows), flush=True)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(
         json.dumps({"master": args.master, "machine": machine, "results": results}, indent=2)

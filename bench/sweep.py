@@ -4,8 +4,9 @@ Runs the four benchmark scripts one after the other, each in a process of its ow
 (each starts its own local[2] SparkSession), at three sizes each by default:
 
   closure       connected_components on a random graph (average degree 2), the
-                default method and the distributed one forced, against naive
-                min-label propagation;
+                default method and the distributed one forced, against
+                large-star/small-star (the loop of GraphFrames and Splink) and
+                naive min-label propagation;
   entity_merge  the whole `dbt run` of an entity merge over three datasets, against
                 a hand-written Spark job (pairwise edges + min-label propagation);
   upsert        incremental_strategy='upsert' with a raw batch of a tenth of the
@@ -127,6 +128,8 @@ def curves(name: str, rows: list[dict], cap: float) -> dict[str, dict]:
             method = row["method"]
             if method == "naive":
                 add("naive min-label propagation", True, size, row, "seconds")
+            elif method == "large-star/small-star":
+                add("large-star/small-star (GraphFrames, Splink)", True, size, row, "seconds")
             elif method.startswith("distributed"):
                 add("dbt_merge, distributed (forced)", False, size, row, "seconds")
             else:  # the default picks the driver or the distributed method by size

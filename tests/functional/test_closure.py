@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import math
 import random
+from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 
-from dbt_merge.entity_merge import closure
+from dbt_merge.entity_merge import closure, closure_memory
 from dbt_merge.entity_merge.closure import ClosureError, ClosureStats, connected_components
+from dbt_merge.entity_merge.closure_memory import DriverMemory
 
-METHODS = {"driver": closure.MAX_DRIVER_EDGES_DEFAULT, "distributed": 0}
+# each method forced: the driver, the distributed (which closes graphs this small in
+# one task) and the distributed one's rounds to the end (no task closes the rest)
+METHODS = {
+    "driver": {"max_driver_edges": 1 << 40},
+    "distributed": {"max_driver_edges": 0},
+    "rounds": {"max_driver_edges": 0, "max_task_edges": 0},
+}
 
 
 def reference_components(edges):
@@ -42,7 +52,7 @@ def reference_components(edges):
 def run(spark, edges, method, **kwargs):
     df = spark.createDataFrame(edges, "src string, dst string")
     stats = ClosureStats()
-    out = connected_components(df, max_driver_edges=METHODS[method], stats=stats, **kwargs)
+    out = connected_components(df, stats=stats, **METHODS[method], **kwargs)
     rows = out.collect()
     labels = {r["node"]: r["component"] for r in rows}
     assert len(labels) == len(rows), "exactly one row per node"
@@ -78,7 +88,7 @@ def test_random_graphs_match_union_find(spark, method, seed):
     ]
     got, stats = run(spark, edges, method)
     assert got == reference_components(edges)
-    assert stats.method == method
+    assert stats.method == ("driver" if method == "driver" else "distributed")
     assert stats.nodes == len(got)
 
 
@@ -89,8 +99,8 @@ def test_labels_do_not_depend_on_order_or_partitioning(spark):
     shuffled = spark.createDataFrame(rng.sample(edges, len(edges)), "src string, dst string")
     outputs = []
     for df in (base, shuffled.repartition(7), base.coalesce(1)):
-        for limit in METHODS.values():
-            out = connected_components(df, max_driver_edges=limit)
+        for options in METHODS.values():
+            out = connected_components(df, **options)
             outputs.append(sorted(tuple(r) for r in out.collect()))
     assert all(o == outputs[0] for o in outputs)
 
@@ -101,11 +111,30 @@ def test_rounds_grow_with_log_n_not_with_the_chain_length(spark):
         F.concat(F.lit("c"), F.col("id").cast("string")).alias("src"),
         F.concat(F.lit("c"), (F.col("id") + 1).cast("string")).alias("dst"),
     )
+    # consecutive edges in different partitions: no partition holds a piece of it
+    chain = chain.repartition(8)
     stats = ClosureStats()
-    out = connected_components(chain, max_driver_edges=0, stats=stats)
+    out = connected_components(chain, stats=stats, **METHODS["rounds"])
     assert out.select("component").distinct().collect()[0][0] == "c0"
     assert out.count() == n
     assert stats.rounds <= 2 * math.log2(n), f"{stats.rounds} rounds for a chain of {n}"
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_one_giant_component_and_many_tiny_ones(spark, method):
+    rng = random.Random(5)
+    giant = [(f"g{rng.randrange(3000)}", f"g{rng.randrange(3000)}") for _ in range(6000)]
+    giant += [(f"g{i}", f"g{i + 1}") for i in range(2999)]  # one component for sure
+    tiny = [(f"t{i}a", f"t{i}b") for i in range(700)] + [(f"s{i}", f"s{i}") for i in range(300)]
+    edges = rng.sample(giant + tiny, len(giant) + len(tiny))
+    df = spark.createDataFrame(edges, "src string, dst string").repartition(5)
+    stats = ClosureStats()
+    out = connected_components(df, stats=stats, **METHODS[method])
+    got = {r["node"]: r["component"] for r in out.collect()}
+    want = reference_components(edges)
+    assert got == want
+    assert len(set(want.values())) == 1 + 700 + 300
+    assert sum(1 for c in want.values() if c == "g0") == 3000
 
 
 def test_hash_collisions_fall_back_to_dense_ids(spark, monkeypatch):
@@ -125,7 +154,9 @@ def test_empty_edges_give_no_rows(spark):
 def test_too_few_rounds_fail_with_the_setting_named(spark):
     chain = [(f"c{i:03d}", f"c{i + 1:03d}") for i in range(200)]
     with pytest.raises(ClosureError, match="did not converge in max_rounds=1; raise 'max_rounds'"):
-        run(spark, chain, "distributed", max_rounds=1)
+        # consecutive edges in different partitions: no partition holds a piece of it
+        df = spark.createDataFrame(chain, "src string, dst string").repartition(8)
+        connected_components(df, max_rounds=1, **METHODS["rounds"])
 
 
 def test_bad_arguments(spark):
@@ -142,3 +173,72 @@ def test_bad_arguments(spark):
         connected_components(df, max_driver_edges=-1)
     with pytest.raises(ClosureError, match="'max_rounds' is set to 0 but must be > 0"):
         connected_components(df, max_rounds=0)
+
+
+def test_a_small_driver_budget_forces_the_distributed_method_and_says_why(spark, caplog):
+    edges = [(f"name-{i:04d}", f"name-{i + 1:04d}") for i in range(50)]
+    df = spark.createDataFrame(edges, "src string, dst string")
+    stats = ClosureStats()
+    tiny = DriverMemory(jvm_free=1 << 30, python_free=10_000)
+    with caplog.at_level(logging.INFO, logger=closure.__name__):
+        out = connected_components(df, stats=stats, driver_free=tiny)
+        got = {r["node"]: r["component"] for r in out.collect()}
+    assert got == reference_components(edges)
+    assert stats.method == "distributed"
+    assert "Python memory for 50 edges, names of 9.0 bytes on average" in stats.reason
+    assert "more than 50% of the 9.8 KiB free" in stats.reason
+    assert f"closure: distributed method: {stats.reason}" in caplog.text
+
+
+def test_the_driver_method_is_chosen_when_its_estimate_fits(spark):
+    df = spark.createDataFrame([("a", "b"), ("b", "c")], "src string, dst string")
+    stats = ClosureStats()
+    connected_components(df, stats=stats)  # measured: the test driver has room
+    assert stats.method == "driver"
+    assert stats.reason.startswith("the driver method needs about ")
+    stats = ClosureStats()
+    connected_components(df, stats=stats, driver_free=DriverMemory(jvm_free=1, python_free=1))
+    assert stats.method == "distributed" and "JVM heap (spark.driver.memory)" in stats.reason
+
+
+def test_max_driver_edges_overrides_the_memory_estimate(spark):
+    df = spark.createDataFrame([("a", "b"), ("b", "c")], "src string, dst string")
+    nothing = DriverMemory(jvm_free=0, python_free=0)
+    stats = ClosureStats()
+    connected_components(df, stats=stats, driver_free=nothing, max_driver_edges=2)
+    assert (stats.method, stats.reason) == ("driver", "2 edges <= max_driver_edges=2")
+    stats = ClosureStats()
+    connected_components(df, stats=stats, max_driver_edges=1)
+    assert (stats.method, stats.reason) == ("distributed", "2 edges > max_driver_edges=1")
+
+
+def test_the_estimate_grows_with_edges_and_name_widths():
+    small = closure_memory.driver_need(1_000_000, 2 * 8 * 1_000_000)
+    wide = closure_memory.driver_need(1_000_000, 2 * 64 * 1_000_000)
+    more = closure_memory.driver_need(2_000_000, 2 * 8 * 2_000_000)
+    assert wide.python > small.python and wide.jvm > small.jvm
+    assert more.python == 2 * small.python and more.jvm == 2 * small.jvm
+    # 1M edges of 8-byte names: some hundreds of MB in Python, not GBs
+    assert 200e6 < small.python < 1e9
+    fits, _ = closure_memory.decide(1_000_000, 16_000_000, DriverMemory(8 << 30, 8 << 30))
+    assert fits
+
+
+def _bench_baselines():
+    path = Path(__file__).resolve().parents[2] / "bench" / "baselines.py"
+    spec = importlib.util.spec_from_file_location("bench_baselines", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_benchmarks_large_star_small_star_baseline_matches_union_find(spark, seed):
+    rng = random.Random(seed)
+    edges = [(f"n{rng.randrange(300)}", f"n{rng.randrange(300)}") for _ in range(250)]
+    edges += [(f"c{i:03d}", f"c{i + 1:03d}") for i in range(60)] + [("solo", "solo")]
+    df = spark.createDataFrame(edges, "src string, dst string").repartition(3)
+    labels, rounds = _bench_baselines().large_star_small_star(df, cap_seconds=600)
+    got = {r["node"]: r["component"] for r in labels.collect()}
+    assert got == reference_components(edges)
+    assert 1 <= rounds <= 12

@@ -49,6 +49,7 @@ def test_closure_rows_become_default_distributed_and_capped_naive_curves():
         {"edges": 4000, "method": "dbt_merge:distributed", "seconds": 2.0},
         {"edges": 4000, "method": "distributed:distributed", "seconds": 6.0},
         {"edges": 4000, "method": "naive", "seconds": 130.2, "finished": False},
+        {"edges": 4000, "method": "large-star/small-star", "seconds": 9.0, "finished": True},
     ]
     series = sweep.curves("closure", rows, cap=120.0)
     default = series["dbt_merge, default"]
@@ -60,6 +61,8 @@ def test_closure_rows_become_default_distributed_and_capped_naive_curves():
     assert naive["baseline"]
     assert naive["points"][1] == {"size": 4000, "seconds": 120.0, "finished": False}
     assert naive["slope"] is None
+    lss = series["large-star/small-star (GraphFrames, Splink)"]
+    assert lss["baseline"] and lss["points"] == [{"size": 4000, "seconds": 9.0, "finished": True}]
 
 
 @pytest.mark.parametrize(

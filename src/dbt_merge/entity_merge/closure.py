@@ -7,21 +7,27 @@ partitioning or the number of executors.
 
 Two ways to the same answer:
 
-* **driver** (graphs up to ``max_driver_edges`` edge rows, default 10M): the
-  name pairs come to the driver through Arrow, ``pandas.factorize`` numbers the
-  names exactly, scipy's ``connected_components`` labels them in one linear pass
-  and the result goes back as one DataFrame. No shuffle; roughly 150 bytes of
-  driver (Python) memory an edge.
+* **driver** (graphs whose names fit in the driver's memory): the name pairs come
+  to the driver through Arrow, ``pandas.factorize`` numbers the names exactly,
+  scipy's ``connected_components`` labels them in one linear pass and the result
+  goes back as one DataFrame. No shuffle; a few hundred bytes of driver memory an
+  edge (``closure_memory`` estimates it from the edge count and the name widths).
 * **distributed** (larger graphs): names are hashed to 64-bit ids (dense ids if two
-  collide), then min-label hooking with pointer jumping and graph contraction.
-  Each round every node hooks to the smallest of itself and its neighbours (a
-  random order, since ids are hashes), hooks are followed to their roots (local
-  minima) by pointer jumping, and every edge is renamed to its endpoints' roots;
-  edges inside one tree vanish. Every non-minimum leaves the graph in that round
-  and every remaining minimum has absorbed a neighbour, so the graph shrinks
-  geometrically: rounds grow with log(n), not with the diameter. Every
-  intermediate is materialized (lineage cut), and the parent pointers of all
-  rounds are resolved at the end by pointer jumping.
+  collide) and, from there on, only integers move until the names are joined back
+  once at the end. First every partition's edges are contracted where they lie
+  (``closure_local``: scipy in ``mapInArrow``, no shuffle) into one star per local
+  component, which drops duplicate and cycle edges and the local diameters. Then
+  rounds of min-label hooking with pointer jumping and graph contraction: every
+  node hooks to the smallest of itself and its neighbours (a random order, since
+  ids are hashes), hooks are followed to their roots (local minima) by pointer
+  jumping, and every edge is renamed to its endpoints' roots; edges inside one
+  tree vanish. Every non-minimum leaves the graph in that round and every
+  remaining minimum has absorbed a neighbour, so the graph shrinks geometrically:
+  rounds grow with log(n), not with the diameter. Once at most ``max_task_edges``
+  edges are left (before the first round on graphs that small) they are closed in
+  one executor task by the same scipy step; nothing of the graph comes to the
+  driver. Every intermediate is materialized (lineage cut), and the parent
+  pointers of all rounds are resolved at the end by pointer jumping.
 
 Null endpoints are ignored: an edge ``(a, null)`` keeps ``a`` as a node of its own.
 """
@@ -37,11 +43,15 @@ from pyspark.sql import functions as F
 
 from dbt_merge.core.errors import DbtMergeError
 from dbt_merge.core.spark import materialize
+from dbt_merge.entity_merge.closure_local import ROOTS_SCHEMA, local_roots
+from dbt_merge.entity_merge.closure_memory import DriverMemory, decide, driver_memory
 
 logger = logging.getLogger(__name__)
 
-MAX_DRIVER_EDGES_DEFAULT = 10_000_000
 MAX_ROUNDS_DEFAULT = 100
+# the distributed method closes what is left in one task once it has at most this many
+# edges (16 bytes each in the task's Arrow input, about 100 bytes in numpy and scipy)
+MAX_TASK_EDGES_DEFAULT = 4_000_000
 
 
 class ClosureError(DbtMergeError):
@@ -57,6 +67,7 @@ class ClosureStats:
     nodes: int = 0
     rounds: int = 0
     seconds: float = 0.0
+    reason: str = ""  # why this method: the memory estimate, or max_driver_edges
 
 
 def connected_components(
@@ -66,9 +77,11 @@ def connected_components(
     *,
     node_col: str = "node",
     component_col: str = "component",
-    max_driver_edges: int = MAX_DRIVER_EDGES_DEFAULT,
+    max_driver_edges: int | None = None,
     max_rounds: int = MAX_ROUNDS_DEFAULT,
     stats: ClosureStats | None = None,
+    driver_free: DriverMemory | None = None,
+    max_task_edges: int = MAX_TASK_EDGES_DEFAULT,
 ) -> DataFrame:
     """Label every node of ``edges`` with its connected component.
 
@@ -78,10 +91,24 @@ def connected_components(
         dst: column of the other endpoint.
         node_col: name of the output's node column.
         component_col: name of the output's component column.
-        max_driver_edges: graphs with at most this many edge rows are solved on the
-            driver; larger ones (or 0 to force it) with the distributed algorithm.
+        max_driver_edges: an override of the choice by memory: graphs with at most
+            this many edge rows are solved on the driver, larger ones (or 0 to force
+            it) with the distributed algorithm. By default (None) the driver method
+            is used when its estimated need fits in the driver's free memory: the
+            need is estimated from the edge count and the bytes of the names
+            (``closure_memory.driver_need``: Arrow batches in the driver JVM,
+            Python strings, pandas and scipy arrays in the Python process) and
+            compared with half of the JVM heap left free under
+            ``spark.driver.memory`` and half of the memory the OS reports
+            available; if either does not fit, the distributed method runs and
+            the log (and ``stats.reason``) says which.
         max_rounds: the distributed algorithm fails rather than loop past this.
-        stats: a ``ClosureStats`` to fill in (method, sizes, rounds, seconds).
+        stats: a ``ClosureStats`` to fill in (method, sizes, rounds, seconds, reason).
+        driver_free: the driver's free memory to compare the estimate with, in
+            place of the measured one (``closure_memory.driver_memory``).
+        max_task_edges: the distributed method closes the graph in one executor
+            task (scipy on integer ids) once at most this many edges are left;
+            0 runs the rounds to the end.
 
     Returns:
         A DataFrame ``(node_col string, component_col string)``, one row per distinct
@@ -95,6 +122,8 @@ def connected_components(
          Row(node='y', component='x')]
     """
     _validate(edges, src, dst, node_col, component_col, max_driver_edges, max_rounds)
+    if not isinstance(max_task_edges, int) or max_task_edges < 0:
+        raise ClosureError(f"'max_task_edges' is set to {max_task_edges!r} but must be >= 0")
     started = time.monotonic()
     stats = stats if stats is not None else ClosureStats()
     spark = edges.sparkSession
@@ -104,13 +133,21 @@ def connected_components(
     pairs = pairs.where(F.col("s").isNotNull() | F.col("d").isNotNull()).select(
         F.coalesce("s", "d").alias("s"), F.coalesce("d", "s").alias("d")
     )
-    stats.edges = pairs.count()
-    if stats.edges <= max_driver_edges:
+    measured = pairs.agg(
+        F.count(F.lit(1)).alias("edges"),
+        F.sum(F.octet_length("s") + F.octet_length("d")).alias("name_bytes"),
+    ).first()
+    stats.edges, name_bytes = int(measured["edges"]), int(measured["name_bytes"] or 0)
+    on_driver, stats.reason = _choose(spark, stats.edges, name_bytes, max_driver_edges, driver_free)
+    logger.info("closure: %s method: %s", "driver" if on_driver else "distributed", stats.reason)
+    if on_driver:
         stats.method, stats.rounds = "driver", 1
         labelled = _driver_components(spark, pairs, node_col, component_col, stats)
     else:
         stats.method = "distributed"
-        labelled = _distributed_components(pairs, node_col, component_col, max_rounds, stats)
+        labelled = _distributed_components(
+            pairs, node_col, component_col, max_rounds, max_task_edges, stats
+        )
     stats.seconds = time.monotonic() - started
     logger.info(
         "closure: %s nodes, %s edges, %s rounds (%s) in %.1fs",
@@ -123,13 +160,24 @@ def connected_components(
     return labelled
 
 
+def _choose(
+    spark, edges: int, name_bytes: int, max_driver_edges: int | None, free: DriverMemory | None
+) -> tuple[bool, str]:
+    """(driver method or not, why): max_driver_edges when given, else by memory."""
+    if max_driver_edges is not None:
+        fits = edges <= max_driver_edges
+        relation = "<=" if fits else ">"
+        return fits, f"{edges:,} edges {relation} max_driver_edges={max_driver_edges:,}"
+    return decide(edges, name_bytes, free if free is not None else driver_memory(spark))
+
+
 def _validate(
     edges: DataFrame,
     src: str,
     dst: str,
     node_col: str,
     component_col: str,
-    max_driver_edges: int,
+    max_driver_edges: int | None,
     max_rounds: int,
 ) -> None:
     if not isinstance(edges, DataFrame):
@@ -146,7 +194,9 @@ def _validate(
         raise ClosureError(
             f"connected_components: node_col and component_col are both '{node_col}'"
         )
-    if not isinstance(max_driver_edges, int) or max_driver_edges < 0:
+    if max_driver_edges is not None and (
+        not isinstance(max_driver_edges, int) or max_driver_edges < 0
+    ):
         raise ClosureError(f"'max_driver_edges' is set to {max_driver_edges!r} but must be >= 0")
     if not isinstance(max_rounds, int) or max_rounds <= 0:
         raise ClosureError(f"'max_rounds' is set to {max_rounds!r} but must be > 0")
@@ -202,9 +252,15 @@ def _driver_components(
 
 
 def _distributed_components(
-    pairs: DataFrame, node_col: str, component_col: str, max_rounds: int, stats: ClosureStats
+    pairs: DataFrame,
+    node_col: str,
+    component_col: str,
+    max_rounds: int,
+    max_task_edges: int,
+    stats: ClosureStats,
 ) -> DataFrame:
     """Names hashed to 64-bit ids (dense ids if two collide), then rounds in Spark."""
+    started = time.monotonic()
     nodes = (
         pairs.select(F.col("s").alias("node"))
         .union(pairs.select(F.col("d").alias("node")))
@@ -224,8 +280,36 @@ def _distributed_components(
             .join(nodes.withColumnRenamed("node", "d").withColumnRenamed("nid", "b"), "d")
             .select("a", "b")
         )
-    roots, stats.rounds = _distributed_roots(materialize(_canonical(hashed)), max_rounds)
-    # label each component by its smallest node name
+    logger.info("closure: %d nodes numbered in %.1fs", stats.nodes, time.monotonic() - started)
+    started = time.monotonic()
+    graph = materialize(_local_stars(hashed))
+    edges = graph.count()
+    logger.info(
+        "closure: %d edges contracted to %d in their partitions in %.1fs",
+        stats.edges,
+        edges,
+        time.monotonic() - started,
+    )
+    roots, stats.rounds = _distributed_roots(graph, edges, max_rounds, max_task_edges)
+    return _labels(nodes, roots, node_col, component_col)
+
+
+def _local_stars(int_edges: DataFrame) -> DataFrame:
+    """Each partition's edges replaced by one star per local component (no shuffle)."""
+    stars = int_edges.select("a", "b").mapInArrow(local_roots, ROOTS_SCHEMA)
+    return stars.select(F.col("p").alias("a"), F.col("x").alias("b"))
+
+
+def _closed_in_one_task(graph: DataFrame) -> DataFrame:
+    """Every node's final parent, the remaining graph closed in one task."""
+    one = graph.select("a", "b").repartition(1)
+    return one.mapInArrow(local_roots, ROOTS_SCHEMA).select(
+        F.col("x").alias("nid"), F.col("p").alias("root")
+    )
+
+
+def _labels(nodes: DataFrame, roots: DataFrame, node_col: str, component_col: str) -> DataFrame:
+    """Each named node with the smallest name of its root's component."""
     return (
         nodes.join(roots, "nid", "left")
         .select("node", F.coalesce("root", "nid").alias("root"))
@@ -234,16 +318,29 @@ def _distributed_components(
     )
 
 
-def _distributed_roots(int_edges: DataFrame, max_rounds: int) -> tuple[DataFrame, int]:
-    graph = int_edges.where(F.col("a") != F.col("b"))
+def _distributed_roots(
+    graph: DataFrame, edges: int, max_rounds: int, max_task_edges: int
+) -> tuple[DataFrame, int]:
+    """``(nid, root)`` of every node of ``graph`` (a, b; ``edges`` rows) that is not
+    its component's root, and the rounds it took."""
     moved: list[DataFrame] = []
     rounds = 0
-    while not graph.isEmpty():
+    while edges:
         rounds += 1
+        started = time.monotonic()
+        if edges <= max_task_edges:
+            moved.append(materialize(_closed_in_one_task(graph)))
+            logger.info(
+                "closure round %d: the last %d edges closed in one task in %.1fs",
+                rounds,
+                edges,
+                time.monotonic() - started,
+            )
+            break
         if rounds > max_rounds:
             raise ClosureError(
                 f"connected_components did not converge in max_rounds={max_rounds}; "
-                f"raise 'max_rounds' (the graph still has {graph.count()} edges)"
+                f"raise 'max_rounds' (the graph still has {edges} edges)"
             )
         # 1. hook: every node points at the smallest of itself and its neighbours
         both = graph.select(F.col("a").alias("x"), F.col("b").alias("y")).union(
@@ -265,12 +362,16 @@ def _distributed_roots(int_edges: DataFrame, max_rounds: int) -> tuple[DataFrame
             .select(F.coalesce("pa", "a").alias("a"), F.coalesce("pb", "b").alias("b"))
         )
         graph = materialize(_canonical(renamed).where(F.col("a") != F.col("b")))
-        if logger.isEnabledFor(logging.INFO):  # the count is a Spark job of its own
-            logger.info("closure round %d: %d edges left", rounds, graph.count())
+        edges = graph.count()
+        logger.info(
+            "closure round %d: %d edges left in %.1fs", rounds, edges, time.monotonic() - started
+        )
 
     if not moved:
-        empty = int_edges.sparkSession.createDataFrame([], "nid long, root long")
+        empty = graph.sparkSession.createDataFrame([], "nid long, root long")
         return empty, rounds
+    if len(moved) == 1 and rounds == 1 and edges <= max_task_edges:
+        return moved[0], rounds  # closed in one task: every parent is a root
     # every node moves at most once, always to a smaller id: a forest
     parent = moved[0]
     for step in moved[1:]:

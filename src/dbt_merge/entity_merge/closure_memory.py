@@ -1,0 +1,127 @@
+"""Whether the closure's driver method fits in the driver's memory.
+
+The driver method (``closure._driver_components``) brings every edge's two names to
+the driver and labels them there, so what it needs grows with the edge count and
+the width of the names. ``driver_need`` estimates that need from the two numbers
+the closure measures anyway (edge rows and the bytes of their names), in two parts:
+
+* **JVM heap** (``spark.driver.memory``): the collected Arrow batches of the edges
+  (each name's bytes plus a 4-byte offset) and the result's batches on the way back
+  (one row per node: its name twice).
+* **Python process**: the Arrow table, a Python ``str`` per name (about 49 bytes of
+  header plus its bytes), the pointer arrays pandas builds around them (concat,
+  factorize's codes and hash table), scipy's sparse matrix (COO, then CSR) and the
+  per-node arrays of the labelling and the result. Nodes are counted as
+  ``NODES_PER_EDGE`` per edge, the worst case of a sparse graph where every edge
+  brings new names.
+
+``driver_memory`` reads what the driver has free: the JVM's maximum heap less what it
+uses now, and the memory the operating system reports available (Linux
+``MemAvailable``; the Python process grows into it). ``decide`` keeps the driver
+method when each need is at most ``DRIVER_SHARE`` of what is free, and otherwise
+names the need that does not fit.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+# Python bytes per edge besides the names themselves: two str headers (2 x 49), the
+# object pointers of two columns, their concatenation and factorize's codes (2 x 8
+# each), factorize's hash table, COO/CSR indices and data, measured on 1M-edge graphs
+PYTHON_BYTES_PER_EDGE = 260
+# Python bytes per node: the names array, labels, ranks, sort order, the result's
+# component column and its Arrow conversion (offsets), 8 bytes each
+PYTHON_BYTES_PER_NODE = 64
+# copies of each name's bytes held at once in Python (Arrow, str, result Arrow)
+PYTHON_NAME_COPIES = 3
+# a sparse graph brings up to two new names per edge; the estimate assumes the worst
+NODES_PER_EDGE = 2
+# the driver method may take at most this share of what is free (GC, other work)
+DRIVER_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class DriverMemory:
+    """Bytes the driver has free: JVM heap and memory of the machine (Python)."""
+
+    jvm_free: int
+    python_free: int
+
+
+@dataclass(frozen=True)
+class DriverNeed:
+    """Estimated bytes the driver method needs, by process."""
+
+    jvm: int
+    python: int
+
+
+def driver_need(edges: int, name_bytes: int) -> DriverNeed:
+    """The driver method's estimated need for ``edges`` rows whose names (both ends
+    together) take ``name_bytes`` bytes of UTF-8."""
+    nodes = NODES_PER_EDGE * edges
+    mean_name = name_bytes / (2 * edges) if edges else 0.0
+    node_name_bytes = int(nodes * mean_name)
+    # in: every name with its 4-byte offset; out: (node, component) per node
+    jvm = name_bytes + 8 * edges + 2 * (node_name_bytes + 4 * nodes)
+    python = (
+        PYTHON_BYTES_PER_EDGE * edges
+        + PYTHON_NAME_COPIES * name_bytes
+        + PYTHON_BYTES_PER_NODE * nodes
+        + 2 * node_name_bytes
+    )
+    return DriverNeed(jvm=int(jvm), python=int(python))
+
+
+def _available_memory() -> int:
+    """Bytes the OS reports available (Linux MemAvailable, else free physical pages)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def driver_memory(spark) -> DriverMemory:
+    """What the driver has free now: JVM max heap less used heap, and the machine's
+    available memory."""
+    runtime = spark.sparkContext._jvm.java.lang.Runtime.getRuntime()
+    jvm_free = runtime.maxMemory() - (runtime.totalMemory() - runtime.freeMemory())
+    return DriverMemory(jvm_free=int(jvm_free), python_free=_available_memory())
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def decide(edges: int, name_bytes: int, free: DriverMemory) -> tuple[bool, str]:
+    """(driver method fits, why) for ``edges`` rows of ``name_bytes`` name bytes."""
+    need = driver_need(edges, name_bytes)
+    mean = name_bytes / (2 * edges) if edges else 0.0
+    graph = f"{edges:,} edges, names of {mean:.1f} bytes on average"
+    for what, needed, available in (
+        ("JVM heap (spark.driver.memory)", need.jvm, free.jvm_free),
+        ("Python memory", need.python, free.python_free),
+    ):
+        if needed > DRIVER_SHARE * available:
+            return False, (
+                f"the driver method would need about {_size(needed)} of driver {what} "
+                f"for {graph}, more than {DRIVER_SHARE:.0%} of the {_size(available)} free"
+            )
+    return True, (
+        f"the driver method needs about {_size(need.jvm)} of JVM heap and "
+        f"{_size(need.python)} of Python memory for {graph}; the driver has "
+        f"{_size(free.jvm_free)} and {_size(free.python_free)} free"
+    )
