@@ -234,15 +234,18 @@
 {%- endmacro %}
 
 
+{#-- One JOIN event row of the auto-merge events table (old files -> new files). Also
+     written by the upsert's compaction, with no merge: merge_index, min_key and
+     max_key are then null. --#}
 {% macro _auto_merge_event_sql(events, plan_relation, table, merge, parents, children, result, snapshot) %}
     insert into {{ events }}
     select
         'JOIN' as event_type,
         {{ dbt_merge._sql_string(table) }} as table_name,
         {{ dbt_merge._sql_string(plan_relation.identifier) }} as plan_model,
-        {{ merge['merge_index'] }} as merge_index,
-        {{ dbt_merge._sql_string(merge['merge_min_key']) }} as min_key,
-        {{ dbt_merge._sql_string(merge['merge_max_key']) }} as max_key,
+        cast({{ 'null' if merge['merge_index'] is none else merge['merge_index'] }} as int) as merge_index,
+        {{ 'cast(null as string)' if merge['merge_min_key'] is none else dbt_merge._sql_string(merge['merge_min_key']) }} as min_key,
+        {{ 'cast(null as string)' if merge['merge_max_key'] is none else dbt_merge._sql_string(merge['merge_max_key']) }} as max_key,
         cast(array({% for p in parents %}{{ dbt_merge._sql_string(p) }}{{ ', ' if not loop.last }}{% endfor %}) as array<string>) as parent_ids,
         cast(array({% for c in children %}{{ dbt_merge._sql_string(c) }}{{ ', ' if not loop.last }}{% endfor %}) as array<string>) as child_ids,
         cast({{ result['rewritten_bytes_count'] }} as bigint) as rewritten_bytes,

@@ -163,13 +163,13 @@ order by data.file_path
 
     {#-- 1. rewrite, then drop the delete files that now point at no live data file --#}
     {% set before_snapshot = dbt_merge._table_version(target, 'iceberg') %}
-    {% set before = dbt_merge._upsert_data_files(target) %}
+    {% set before = dbt_merge._auto_merge_selected_files(target, 'true') %}
     {% set result = run_query(call_sql).rows[0] %}
     {% set dangling = run_query('select count(*) from ' ~ target ~ '.position_deletes as deletes left anti join ' ~ target ~ '.data_files as data on deletes.file_path = data.file_path').rows[0][0] %}
     {% if dangling > 0 %}
         {% do run_query("call spark_catalog.system.rewrite_position_delete_files(table => " ~ dbt_merge._sql_string(target.schema ~ '.' ~ target.identifier) ~ ", options => map('rewrite-all', 'true'))") %}
     {% endif %}
-    {% set after = dbt_merge._upsert_data_files(target) %}
+    {% set after = dbt_merge._auto_merge_selected_files(target, 'true') %}
     {% set parents = before | reject('in', after) | list %}
     {% set children = after | reject('in', before) | list %}
     {% set snapshot = dbt_merge._table_version(target, 'iceberg') %}
@@ -179,7 +179,8 @@ order by data.file_path
     {% if parents %}
         {% set events = dbt_merge.auto_merge_provenance(target) %}
         {% do run_query(dbt_merge.get_create_auto_merge_provenance_sql(events)) %}
-        {% do run_query(dbt_merge._upsert_compaction_event_sql(events, target, parents, children, result['rewritten_bytes_count'], snapshot)) %}
+        {% set no_merge = {'merge_index': none, 'merge_min_key': none, 'merge_max_key': none} %}
+        {% do run_query(dbt_merge._auto_merge_event_sql(events, target, target.schema ~ '.' ~ target.identifier, no_merge, parents, children, result, snapshot)) %}
     {% endif %}
     {% do dbt_merge._upsert_provenance_skip_compaction(target, before_snapshot, snapshot) %}
     {% do log('upsert compaction of ' ~ target ~ ': rewrote ' ~ (parents | length) ~ ' data file(s) with ' ~ outcome.delete_files ~ ' delete file(s) into ' ~ (children | length) ~ ' in snapshot ' ~ snapshot, info=true) %}
@@ -187,30 +188,6 @@ order by data.file_path
     {{ return(outcome) }}
 {% endmacro %}
 
-
-{% macro _upsert_data_files(relation) %}
-    {% set found = run_query('select file_path from ' ~ relation ~ '.data_files order by file_path') %}
-    {{ return(found.columns['file_path'].values() | map('string') | list) }}
-{% endmacro %}
-
-
-{#-- The compaction's event, in the auto-merge events table's columns: plan_model is
-     the upsert model; merge_index, min_key and max_key stay null. --#}
-{% macro _upsert_compaction_event_sql(events, target, parents, children, rewritten_bytes, snapshot) %}
-    insert into {{ events }}
-    select
-        'JOIN' as event_type,
-        {{ dbt_merge._sql_string(target.schema ~ '.' ~ target.identifier) }} as table_name,
-        {{ dbt_merge._sql_string(target.identifier) }} as plan_model,
-        cast(null as int) as merge_index,
-        cast(null as string) as min_key,
-        cast(null as string) as max_key,
-        cast(array({% for p in parents %}{{ dbt_merge._sql_string(p) }}{{ ', ' if not loop.last }}{% endfor %}) as array<string>) as parent_ids,
-        cast(array({% for c in children %}{{ dbt_merge._sql_string(c) }}{{ ', ' if not loop.last }}{% endfor %}) as array<string>) as child_ids,
-        cast({{ rewritten_bytes }} as bigint) as rewritten_bytes,
-        cast({{ snapshot }} as bigint) as snapshot_id,
-        {{- dbt_merge._provenance_stamp_sql() }}
-{% endmacro %}
 
 
 {#-- A model with provenance=true records the diff between the last recorded version

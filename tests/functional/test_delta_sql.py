@@ -372,8 +372,6 @@ NOT_ON_DATABRICKS = {
     "get_upsert_compaction_sql": f"CALL <catalog>.system.rewrite_data_files; {UPSERT_COMPACTION}",
     "_compact_upsert_table": UPSERT_COMPACTION,
     "_upsert_pending_deletes_sql": f"reads <table>.position_deletes; {UPSERT_COMPACTION}",
-    "_upsert_data_files": f"reads <table>.data_files; {UPSERT_COMPACTION}",
-    "_upsert_compaction_event_sql": UPSERT_COMPACTION,
     "_upsert_provenance_skip_compaction": UPSERT_COMPACTION,
 }
 
