@@ -15,9 +15,16 @@ one in bench/baselines.py that the closure benchmark also uses), then collect_li
 per component. It is capped in time and reported as "did not finish"
 when the cap is hit.
 
+With --incremental, the same merge follows the change (edges and components keep
+state, SPEC §1 'Change-driven runs'): a full build, then deliveries that change 0.1%
+and 1% of the records (a new email, so people join and split), then one that changes
+nothing; each run's three merge nodes are timed and divided by the full build's.
+
 Usage:
   .venv/bin/python bench/entity_merge_bench.py --sizes 100000,1000000 [--baseline-cap 600]
       [--json bench/out/entity_merge.json]
+  .venv/bin/python bench/entity_merge_bench.py --incremental --sizes 1000000,3000000
+      [--shares 0.001,0.01]
 """
 
 from __future__ import annotations
@@ -46,6 +53,12 @@ SCHEMA = "bench_entity_merge"
 PROJECT = BenchProject("bench_entity_merge", SCHEMA)
 
 # people are numbered; a person has an email and a phone; each system holds some people
+# a delivery changes the email of a share of the records (var changed_share, by a hash
+# of the id and the delivery number): people join others or split from them
+CHANGED = (
+    "case when {changed} then concat('moved', {delivery}, '-', (_person * 7) % 1000, "
+    "'@example.com') else {email} end"
+)
 DATASETS = {
     "crm": "select concat('c', id) as _id, _person, "
     "concat('P', _person, '@Example.com') as email, "
@@ -73,26 +86,68 @@ MERGE = {
 }
 
 
-def write_project(records: int, chain: int) -> None:
-    """The dbt project: three generated datasets and the merge's three models."""
+# the state tables and the merged model of a merge that follows the change take
+# row-level deletes (merge-on-read): a run rewrites no data file for a few changed rows
+MOR_PROPERTIES = {
+    "format-version": "2",
+    "write.merge.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.delete.mode": "merge-on-read",
+}
+MERGE_ON_READ = f"tblproperties={MOR_PROPERTIES}"
+
+
+def write_project(records: int, chain: int, incremental: bool = False) -> None:
+    """The dbt project: three generated datasets and the merge's three models (all
+    three incremental, following the change, with `incremental`)."""
     models = {}
     per_dataset = records // 3
     people = max(1, int(per_dataset * 0.8))
+    changed = (
+        "{{ var('changed_share', 0) }} > 0 and pmod(xxhash64(_id, {{ var('delivery', 0) }}),"
+        " 1000000) < {{ var('changed_share', 0) }} * 1000000"
+    )
     for offset, (name, select) in enumerate(DATASETS.items()):
         generated = (
             f"select id, (id * {7 + offset * 6} + {offset}) % {people} as _person"
             f" from range({per_dataset})"
         )
         body = select.replace("{chain}", str(chain))
-        models[f"{name}.sql"] = f"with g as ({generated})\n{body} from g\n"
-    models["people_edges.sql"] = "{{ dbt_merge.equality_edges('people') }}\n"
-    models["people_components.py"] = (
-        "from dbt_merge.entity_merge import entity_components\n\n\n"
-        "def model(dbt, session):\n"
-        "    dbt.config(materialized='table')\n"
-        "    return entity_components(dbt.ref('people_edges'))\n"
-    )
-    models["people.sql"] = "{{ dbt_merge.merge_entities('people', ref('people_components')) }}\n"
+        email = CHANGED.format(changed=changed, delivery="{{ var('delivery', 0) }}", email="email")
+        models[f"{name}.sql"] = (
+            f"with g as ({generated}),\nbase as ({body} from g)\n"
+            f"select _id, _person, {email} as email, phone, is_deleted from base\n"
+        )
+    if incremental:
+        state = (
+            "{{ config(materialized='incremental', incremental_strategy='entity_state', "
+            f"{MERGE_ON_READ}) }}}}\n"
+        )
+        models["people_edges.sql"] = state + "{{ dbt_merge.equality_edges('people') }}\n"
+        models["people_components.py"] = (
+            "from dbt_merge.entity_merge import entity_components\n\n\n"
+            "def model(dbt, session):\n"
+            f"    dbt.config(materialized='incremental', incremental_strategy='entity_state',"
+            f" tblproperties={MOR_PROPERTIES})\n"
+            "    previous = session.table(str(dbt.this)) if dbt.is_incremental else None\n"
+            "    return entity_components(dbt.ref('people_edges'), previous=previous)\n"
+        )
+        models["people.sql"] = (
+            "{{ config(materialized='incremental', incremental_strategy='merge', unique_key='_id', "
+            f"{MERGE_ON_READ}) }}}}\n"
+            "{{ dbt_merge.merge_entities('people', ref('people_components')) }}\n"
+        )
+    else:
+        models["people_edges.sql"] = "{{ dbt_merge.equality_edges('people') }}\n"
+        models["people_components.py"] = (
+            "from dbt_merge.entity_merge import entity_components\n\n\n"
+            "def model(dbt, session):\n"
+            "    dbt.config(materialized='table')\n"
+            "    return entity_components(dbt.ref('people_edges'))\n"
+        )
+        models["people.sql"] = (
+            "{{ dbt_merge.merge_entities('people', ref('people_components')) }}\n"
+        )
     PROJECT.write(
         models,
         {
@@ -106,12 +161,63 @@ def dbt(*args: str):
     return PROJECT.dbt(*args)
 
 
-def run_dbt_merge() -> dict:
+def run_dbt_merge(*args: str) -> dict:
     meter, started = ShuffleMeter(), time.monotonic()
-    result = dbt("run")
+    result = dbt("run", *args)
     total = time.monotonic() - started
     nodes = {r.node.name: round(r.execution_time, 1) for r in result.result}
     return {"total_s": round(total, 1), "nodes_s": nodes, "shuffle_bytes": meter.shuffle_bytes()}
+
+
+MERGE_NODES = ("people_edges", "people_components", "people")
+
+
+def incremental_runs(size: int, chain: int, shares: list[float]) -> dict:
+    """A full build of the merge that follows the change, then deliveries that change
+    each share of the records, then one that changes nothing: the three merge nodes'
+    time per run and its ratio to the full build's."""
+    write_project(size, chain, incremental=True)
+    dbt("deps")
+    dbt("run", "--full-refresh")  # the datasets (and a first build, not timed)
+    print(f"records={size:,}: full build of the merge that follows the change ...", flush=True)
+    full = run_dbt_merge("--select", *MERGE_NODES, "--full-refresh")
+    full_s = sum(full["nodes_s"][n] for n in MERGE_NODES)
+    runs = [{"run": "full build", "changed_share": None, **full, "merge_s": round(full_s, 1)}]
+    deliveries = [(share, delivery) for delivery, share in enumerate(shares, start=1)]
+    deliveries.append((shares[-1], len(shares)))  # the same inputs again: nothing changed
+    for number, (share, delivery) in enumerate(deliveries):
+        variables = json.dumps({"changed_share": share, "delivery": delivery})
+        dbt("run", "--select", *DATASETS, "--vars", variables)
+        label = "nothing changed" if number == len(deliveries) - 1 else f"{share:.1%} changed"
+        print(f"records={size:,}: {label} ...", flush=True)
+        timed = run_dbt_merge("--select", *MERGE_NODES, "--vars", variables)
+        merge_s = sum(timed["nodes_s"][n] for n in MERGE_NODES)
+        runs.append(
+            {
+                "run": label,
+                "changed_share": 0 if label == "nothing changed" else share,
+                **timed,
+                "merge_s": round(merge_s, 1),
+                "ratio_to_full": round(merge_s / full_s, 3),
+            }
+        )
+        print(json.dumps(runs[-1]), flush=True)
+    return {"records": size, "runs": runs}
+
+
+def print_incremental(results: list[dict]) -> None:
+    print()
+    print("| records | run | edges | components | merged | three nodes | ÷ full build |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    for result in results:
+        for run in result["runs"]:
+            nodes = run["nodes_s"]
+            ratio = run.get("ratio_to_full")
+            print(
+                f"| {result['records']:,} | {run['run']} | {nodes['people_edges']} s "
+                f"| {nodes['people_components']} s | {nodes['people']} s | {run['merge_s']} s "
+                f"| {'1' if ratio is None else f'{ratio:.3f}'} |"
+            )
 
 
 def naive_merge(spark: SparkSession, cap_seconds: float) -> dict:
@@ -181,7 +287,26 @@ def main() -> None:
         help="people linked in a chain (a CRM phone is the next one's)",
     )
     parser.add_argument("--json", type=Path, default=OUT / "entity_merge.json")
+    parser.add_argument(
+        "--incremental",
+        action="store_true",
+        help="time a merge that follows the change: a full build, then deliveries",
+    )
+    parser.add_argument(
+        "--shares", default="0.001,0.01", help="shares of records each delivery changes"
+    )
     args = parser.parse_args()
+
+    if args.incremental:
+        shares = [float(s) for s in args.shares.split(",")]
+        results = [
+            incremental_runs(int(size), args.chain, shares) for size in args.sizes.split(",")
+        ]
+        path = args.json.with_name("entity_merge_incremental.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"results": results}, indent=2))
+        print_incremental(results)
+        return
 
     results = []
     for size in [int(s) for s in args.sizes.split(",")]:

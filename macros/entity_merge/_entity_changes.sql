@@ -7,16 +7,31 @@
 
 {#-- The CTEs previous, changed, gone, the retired ones, emitted and numbered, over
      the CTE current_entities (_entity_records_ctes); columns are the strategy's typed
-     columns. --#}
-{% macro _entity_changes_ctes(columns, output_columns, previous_columns) %}
+     columns. With scope (a change-following run), current_entities holds only the
+     entities of changed components, and previous only the stored rows that they or
+     the components they came from (_entity_old_ids_ctes) can change. --#}
+{% macro _entity_changes_ctes(spec, components, columns, output_columns, previous_columns, scope=none) %}
 -- incremental: compare with what is stored and emit only the differences
+{%- if scope %}
+{{ dbt_merge._entity_old_ids_ctes(spec, components, scope) }},
+
+previous as (
+    select *
+    from {{ this }}
+    where `_id` in (select `_id` from old_ids union all select `_id` from current_entities)
+),
+{%- else %}
 previous as (
     select * from {{ this }}
 ),
+{%- endif %}
 
 changed as (
     select current_entities.*
     from current_entities
+    {%- if scope and spec.identity == 'first' %}
+    cross join id_check
+    {%- endif %}
     left join previous
         on previous.`_id` = current_entities.`_id`
     where previous.`_id` is null
@@ -35,6 +50,9 @@ gone as (
     left anti join current_entities
         on current_entities.`_id` = previous.`_id`
     where not previous.`$deleted`
+    {%- if scope %}
+        and previous.`_id` in (select `_id` from old_ids)
+    {%- endif %}
 ),
 
 {{ dbt_merge._entity_retired_ctes(columns, previous_columns) }},
@@ -48,11 +66,69 @@ emitted as (
 numbered as (
     select
         `_id`,
-        (select coalesce(max(`_updated`), -1) from previous)
+        (select coalesce(max(`_updated`), -1) from {{ this }})
             + row_number() over (order by `_id`) as `_updated`,
         {{ output_columns | join(', ') }}
     from emitted
 )
+{%- endmacro %}
+
+
+{#-- The CTEs old_members and old_ids: the ids this table holds for the components that
+     changed, computed from the components as they were when it last changed (time
+     travel to scope.version). With identity first, current_entities may not take an id
+     that a component which did not change holds: the query fails naming it. --#}
+{% macro _entity_old_ids_ctes(spec, components, scope) %}
+old_members as (
+    select
+        component,
+        cast(substring_index(node, '|', 1) as int) as member_offset,
+        substring(node, instr(node, '|') + 1) as member_id
+    from {{ components }} version as of {{ scope.version }}
+    where {{ dbt_merge._is_entity_node_sql('node') }}
+        and component in (
+        select component
+        from {{ components }} version as of {{ scope.version }}
+        where node in (select node from affected)
+            and component is not null
+    )
+),
+
+old_ids as (
+    select {{ dbt_merge._entity_identity_sql(spec, 'members') }} as `_id`
+    from (
+        select array_sort(
+            collect_list(struct(member_offset, member_id)),
+            {{ dbt_merge._entity_member_order() }}
+        ) as members
+        from old_members
+        group by component
+    )
+)
+{%- if spec.identity == 'first' %},
+
+-- identity first: an id a component that did not change holds is not free
+taken_ids as (
+    select stored.`_id`
+    from {{ this }} as stored
+    join current_entities
+        on current_entities.`_id` = stored.`_id`
+    where not stored.`$deleted`
+        and stored.`_id` not in (select `_id` from old_ids)
+),
+
+id_check as (
+    select assert_true(
+        count(*) = 0,
+        concat(
+            {{ dbt_merge._sql_string("dbt_merge: entity merge '" ~ spec.name ~ "', setting 'identity': first gives the id ") }},
+            min(`_id`),
+            ' to an entity that changed and to one that did not. Put the id columns in an equality rule so that they merge, or use identity: composite'
+        )
+    ) as ok
+    from taken_ids
+)
+{%- endif %}
 {%- endmacro %}
 
 

@@ -16,17 +16,58 @@
 {% endmacro %}
 
 
+{#-- The order of a component's members: dataset offset, then id (a lambda for
+     array_sort over structs with member_offset and member_id). --#}
+{% macro _entity_member_order() %}
+    {{- return('(l, r) -> case when l.member_offset < r.member_offset then -1 when l.member_offset > r.member_offset then 1 when l.member_id < r.member_id then -1 when l.member_id > r.member_id then 1 else 0 end') -}}
+{% endmacro %}
+
+
+{#-- The id of the entity whose sorted members (member_offset, member_id) are the array
+     members_sql: composite, their nodes joined with |; first, the first one's id. --#}
+{% macro _entity_identity_sql(spec, members_sql) %}
+    {%- if spec.identity == 'first' -%}
+        {{- return(members_sql ~ '[0].member_id') -}}
+    {%- endif -%}
+    {{- return("array_join(transform(" ~ members_sql ~ ", m -> " ~ dbt_merge._member_node_sql('m') ~ "), '|')") -}}
+{% endmacro %}
+
+
+{#-- The CTE affected of a change-following run (scope, _entity_change_scope): the
+     entity nodes that batches since the last run wrote, every node of a component that
+     changed and every node that left the graph (null component). --#}
+{% macro _entity_affected_cte(components, scope) %}
+affected as (
+    select node, component
+    from {{ components }}
+    where `_batch` > {{ scope.since }}
+        and {{ dbt_merge._is_entity_node_sql('node') }}
+)
+{%- endmacro %}
+
+
 {#-- The CTEs components, members, assigned and grouped: one row per component with its
      members sorted by dataset offset, then id. A deleted entity is a component of its
-     own, and so is an entity the closure did not see. --#}
-{% macro _entity_members_ctes(spec, components, props, shuffle) %}
-    {%- set member_order = '(l, r) -> case when l.member_offset < r.member_offset then -1 when l.member_offset > r.member_offset then 1 when l.member_id < r.member_id then -1 when l.member_id > r.member_id then 1 else 0 end' %}
+     own, and so is an entity the closure did not see. With scope (a change-following
+     run, _entity_change_scope), only the components that changed since scope.since:
+     the CTE affected holds their nodes. --#}
+{% macro _entity_members_ctes(spec, components, props, shuffle, scope=none) %}
+{%- if scope %}
+{{ dbt_merge._entity_affected_cte(components, scope) }},
+
+components as (
+    select node, component
+    from affected
+    where component is not null
+),
+{%- else %}
 -- components of live entities (value nodes of the equality graph left out)
 components as (
     select node, component
     from {{ components }}
     where {{ dbt_merge._is_entity_node_sql('node') }}
 ),
+{%- endif %}
 
 -- members: one row per input entity, each property as a typed array plus its JSON
 members as (
@@ -39,6 +80,9 @@ members as (
         {{- dbt_merge._entity_member_properties_sql(dataset, props) }}
         {{ dbt_merge._member_json_sql(dataset, props) }} as member_json
     from {{ dataset.relation }} as {{ dataset.alias }}
+    {%- if scope %}
+    where {{ dbt_merge._entity_node_sql(dataset) }} in (select node from affected)
+    {%- endif %}
     {%- if shuffle %}
     distribute by rand())
     {%- endif %}
@@ -67,7 +111,7 @@ grouped as (
                 member_offset, member_id, member_ids, member_deleted, member_json
                 {%- for prop in props %}, v_{{ prop.index }}, j_{{ prop.index }}{% endfor %}
             )),
-            {{ member_order }}
+            {{ dbt_merge._entity_member_order() }}
         ) as members
     from assigned
     group by component

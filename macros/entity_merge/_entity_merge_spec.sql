@@ -26,6 +26,7 @@
     {% endfor %}
     {% set rules = dbt_merge._entity_merge_rules(merge_name, decl) %}
     {% do spec.update({
+        'declaration': dbt_merge._entity_merge_locked_settings(spec, decl),
         'datasets': datasets,
         'properties': properties,
         'groups': dbt_merge._entity_merge_groups(merge_name, rules, datasets),

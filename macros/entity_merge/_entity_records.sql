@@ -10,11 +10,7 @@
 -- identity, $ids and, per property, the members that have it
 identified as (
     select
-        {%- if spec.identity == 'first' %}
-        members[0].member_id as `_id`,
-        {%- else %}
-        array_join(transform(members, m -> {{ dbt_merge._member_node_sql('m') }}), '|') as `_id`,
-        {%- endif %}
+        {{ dbt_merge._entity_identity_sql(spec, 'members') }} as `_id`,
         array_join(transform(members, m -> {{ dbt_merge._member_node_sql('m') }}), '|') as composite_id,
         array_distinct(flatten(transform(members, m -> m.member_ids))) as `$ids`,
         exists(members, m -> m.member_deleted) as `$deleted`,

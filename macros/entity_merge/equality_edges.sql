@@ -1,12 +1,24 @@
 {#--
-    The equality graph of one entity merge, as edges between string nodes:
+    The equality graph of one entity merge, as edges between string nodes, and the state
+    a change-following merge keeps of its input records:
       * every live entity is a node `<offset>|<id>` with an edge to itself, so entities
-        that match nothing still come out of the closure as components of one;
-      * every operand value is a node `=<group>:<type>:<value>`, and each entity has an
-        edge to the values of its operands. k entities sharing a value cost k edges,
+        that match nothing still come out of the closure as components of one; a
+        deleted entity has one row with a null dst (no edge: it never merges);
+      * every operand value is a node `=<group>:<type>:<value>`, and each live entity has
+        an edge to the values of its operands. k entities sharing a value cost k edges,
         not k*(k-1)/2. Values of different types never meet (typed equality, no casts).
+      * every row carries `fingerprint`, a hash of its entity's record as the dataset
+        holds it (every column), `_batch`, the run that wrote it, and `declaration`,
+        the merge's settings as JSON (a change-following run fails when they changed).
     Null, empty-string and empty-array operands make no edge; arrays give one edge per
-    element. Deleted entities are left out entirely: they never merge.
+    element.
+
+    Materialized as a table, every run writes the whole graph. Materialized incremental
+    with incremental_strategy='entity_state', a run compares every record's fingerprint
+    with the stored one and writes only the rows of records that are new, changed or
+    gone (a gone record keeps one row, its tombstone: null dst and fingerprint); the
+    components model reads the rows of batches it has not seen (_batch).
+
     This node checks the datasets' ids (_check_entity_ids), once for the whole merge:
     the components and the merged model are built from these edges.
 --#}
@@ -18,25 +30,54 @@
 {% macro default__equality_edges(merge_name) %}
     {% set spec = dbt_merge._entity_merge_spec(merge_name) %}
     {% if not execute %}
-        {{ return('select cast(null as string) as src, cast(null as string) as dst') }}
+        {{ return('select cast(null as string) as src, cast(null as string) as dst, cast(null as bigint) as fingerprint, cast(null as bigint) as `_batch`, cast(null as string) as declaration') }}
     {% endif %}
     {% do dbt_merge._check_entity_ids(spec) %}
-    {% set operand_values = dbt_merge._entity_operand_values(spec) %}
+    {% do dbt_merge._failpoint('entity_merge.before_edges') %}
+    {% set incremental = is_incremental() %}
+    {% if incremental %}
+        {% do dbt_merge._check_entity_state_columns(spec, this, ['src', 'dst', 'fingerprint', '_batch', 'declaration']) %}
+        {% do dbt_merge._check_entity_declaration(spec, this) %}
+    {% endif %}
+    {% set batch = dbt_merge._entity_next_batch(this if incremental else none) %}
+    {% set operand_values = dbt_merge._entity_operand_values(spec, 'changed' if incremental else none) %}
 
 with
 
--- entities: every live entity is a node with an edge to itself
-{% for dataset in spec.datasets %}
-entities_{{ dataset.offset }} as (
+-- records: every input entity and the fingerprint of its record
+records as (
+    {% for dataset in spec.datasets %}
     select
-        {{ dbt_merge._entity_node_sql(dataset) }} as src,
-        {{ dbt_merge._entity_node_sql(dataset) }} as dst
+        {{ dbt_merge._entity_node_sql(dataset) }} as node,
+        {{ dbt_merge._entity_fingerprint_sql(dataset) }} as fingerprint,
+        {{ dbt_merge._entity_is_live_sql(dataset) }} as live
     from {{ dataset.relation }} as {{ dataset.alias }}
-    where {{ dbt_merge._entity_is_live_sql(dataset) }}
+    {% if not loop.last %}union all{% endif %}
+    {% endfor %}
 ),
-{% endfor %}
+{%- if incremental %}
 
--- operand values: one edge from an entity to each of its non-empty values
+-- the records whose fingerprint differs from the stored one: new, changed or gone
+-- (gone: fingerprint null)
+changed as (
+    select coalesce(records.node, stored.node) as node, records.fingerprint, records.live
+    from records
+    full outer join (
+        select src as node, fingerprint
+        from {{ this }}
+        where (src = dst or dst is null) and fingerprint is not null
+    ) as stored
+        on stored.node = records.node
+    where not (records.fingerprint <=> stored.fingerprint)
+),
+{%- else %}
+
+changed as (
+    select node, fingerprint, live from records
+),
+{%- endif %}
+
+-- operand values: one edge from a live entity to each of its non-empty values
 {% for value in operand_values %}
 values_{{ loop.index0 }} as (
     -- {{ value.label }}
@@ -54,24 +95,53 @@ values_{{ loop.index0 }} as (
 {% endfor %}
 
 edges as (
-    {% for dataset in spec.datasets %}
-    select src, dst from entities_{{ dataset.offset }}
-    union all
-    {% endfor %}
+    -- every live entity: an edge to itself
+    select node as src, node as dst from changed where live
     {% for value in operand_values %}
+    union all
     select src, dst from values_{{ loop.index0 }}
-    {% if not loop.last %}union all{% endif %}
     {% endfor %}
+),
+
+next_rows as (
+    select edges.src, edges.dst, changed.fingerprint
+    from (select distinct src, dst from edges) as edges
+    join changed
+        on changed.node = edges.src
+    union all
+    -- a deleted record: one row without an edge; a record gone from its dataset keeps
+    -- one too (its tombstone, without a fingerprint) until it comes back
+    select node as src, cast(null as string) as dst, fingerprint
+    from changed
+    where not live or fingerprint is null
 )
 
-select distinct src, dst from edges
+select
+    src,
+    dst,
+    fingerprint,
+    cast({{ batch }} as bigint) as `_batch`,
+    {{ dbt_merge._sql_string(dbt_merge._entity_declaration_json(spec)) }} as declaration
+    {{- ', false as `$drop`' if incremental }}
+from next_rows
+{%- if incremental %}
+union all
+-- the stored rows of changed records that are not rows any more
+select stored.src, stored.dst, stored.fingerprint, stored.`_batch`, stored.declaration, true as `$drop`
+from {{ this }} as stored
+left semi join changed
+    on changed.node = stored.src
+left anti join next_rows
+    on next_rows.src = stored.src and next_rows.dst <=> stored.dst
+{%- endif %}
 {% endmacro %}
 
 
 {#-- Per operand of every equality group: {label, group, type, sql}, sql the select of
      each live entity's node (src) and its operand value (dbt_merge_value, one row per
-     element of an array operand), type the type values compare as. --#}
-{% macro _entity_operand_values(spec) %}
+     element of an array operand), type the type values compare as. With only_cte, only
+     the entities that CTE holds with a fingerprint (node, fingerprint). --#}
+{% macro _entity_operand_values(spec, only_cte=none) %}
     {% set operand_values = [] %}
     {% for group in spec.groups %}
         {% set group_index = loop.index0 %}
@@ -88,6 +158,11 @@ select distinct src, dst from edges
                     {%- endif %}
                 from {{ dataset.relation }} as {{ dataset.alias }}
                 where {{ dbt_merge._entity_is_live_sql(dataset) }}
+                {%- if only_cte %}
+                    and {{ dbt_merge._entity_node_sql(dataset) }} in (
+                        select node from {{ only_cte }} where fingerprint is not null
+                    )
+                {%- endif %}
             {%- endset %}
             {% do operand_values.append({
                 'label': group.labels | join(' + '),

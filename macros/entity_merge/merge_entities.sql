@@ -31,14 +31,43 @@
     {% if components is string or components.identifier is not defined %}
         {% do exceptions.raise_compiler_error("Macro merge_entities expected a Relation (ref('<components model>')) as components but received the value: " ~ components) %}
     {% endif %}
-    {#-- the ids were checked by equality_edges, the node these components come from --#}
-    {% do dbt_merge._check_max_merged(spec, components) %}
+    {#-- the edges and components committed, the merged records not yet --#}
+    {% do dbt_merge._failpoint('entity_merge.before_merged') %}
     {% set incremental = is_incremental() %}
+    {% set scope = dbt_merge._entity_change_scope(spec, components) if incremental else none %}
+    {#-- the ids were checked by equality_edges, the node these components come from --#}
+    {% do dbt_merge._check_max_merged(spec, components, scope) %}
     {% set previous_columns = [] %}
     {% if incremental %}
         {% for column in adapter.get_columns_in_relation(this) %}{% do previous_columns.append(column.name | lower) %}{% endfor %}
     {% endif %}
-    {{ dbt_merge._merge_entities_sql(spec, components, incremental, previous_columns) }}
+    {% if scope %}
+        {% do scope.update({'staged': dbt_merge._entity_stage_current(spec, components, scope)}) %}
+    {% endif %}
+    {{ dbt_merge._merge_entities_sql(spec, components, incremental, previous_columns, scope=scope) }}
+{% endmacro %}
+
+
+{#-- A change-following run computes the entities of the components that changed once,
+     into a cached temporary view of the session (CACHE TABLE, eager; the final query reads
+     them four times, and Spark would compute a CTE again for every read). Returns its
+     name. The checks of the entities (identity first) run here, before anything is
+     written. --#}
+{% macro _entity_stage_current(spec, components, scope) %}
+    {%- set props = dbt_merge._entity_properties(spec) %}
+    {%- set strategy = dbt_merge._entity_strategies()[spec.strategy]({'props': props, 'spec': spec}) %}
+    {%- set name = this.identifier ~ '__dbt_merge_current' %}
+    {%- set stage -%}
+        create or replace temporary view {{ name }} as
+        with
+        {{ dbt_merge._entity_members_ctes(spec, components, props, false, scope) }},
+        {{ dbt_merge._entity_records_ctes(spec, props, strategy) }}
+        select * from current_entities
+    {%- endset %}
+    {% do run_query('uncache table if exists ' ~ name) %}
+    {% do run_query(stage) %}
+    {% do run_query('cache table ' ~ name) %}
+    {{ return(name) }}
 {% endmacro %}
 
 
@@ -48,20 +77,31 @@
      entity and columns (_entity_records_ctes, the strategy from the registry in
      strategies/_entity_strategies.sql), then numbered: every entity, or in an
      incremental model only what changed (_entity_changes_ctes). --#}
-{% macro _merge_entities_sql(spec, components, incremental=false, previous_columns=[], shuffle=false) %}
+{% macro _merge_entities_sql(spec, components, incremental=false, previous_columns=[], shuffle=false, scope=none) %}
     {%- set props = dbt_merge._entity_properties(spec) %}
     {%- set strategy = dbt_merge._entity_strategies()[spec.strategy]({'props': props, 'spec': spec}) %}
     {%- set output_columns = ['`$ids`', '`$deleted`', '`$replaced`', 'entity'] %}
     {%- for column in strategy.columns %}{% do output_columns.append(adapter.quote(column.name)) %}{% endfor %}
 
 with
+{%- if scope and scope.staged %}
 
-{{ dbt_merge._entity_members_ctes(spec, components, props, shuffle) }},
+-- a change-following run: the entities of the components that changed, computed once
+-- (_entity_stage_current)
+{{ dbt_merge._entity_affected_cte(components, scope) }},
+
+current_entities as (
+    select * from {{ scope.staged }}
+),
+{%- else %}
+
+{{ dbt_merge._entity_members_ctes(spec, components, props, shuffle, scope) }},
 
 {{ dbt_merge._entity_records_ctes(spec, props, strategy) }},
+{%- endif %}
 {%- if incremental %}
 
-{{ dbt_merge._entity_changes_ctes(strategy.columns, output_columns, previous_columns) }}
+{{ dbt_merge._entity_changes_ctes(spec, components, strategy.columns, output_columns, previous_columns, scope) }}
 {%- else %}
 
 numbered as (
@@ -83,12 +123,17 @@ from numbered
 {% endmacro %}
 
 
-{#-- max_merged: a component larger than the limit fails the model before anything is written. --#}
-{% macro _check_max_merged(spec, components) %}
+{#-- max_merged: a component larger than the limit fails the model before anything is written
+     (in a change-following run, scope: only the components that changed are read). --#}
+{% macro _check_max_merged(spec, components, scope=none) %}
     {% set check -%}
         select component, count(*) as member_count, array_join(slice(sort_array(collect_list(node)), 1, 5), ', ') as sample
         from {{ components }}
         where {{ dbt_merge._is_entity_node_sql('node') }}
+            and component is not null
+            {%- if scope %}
+            and `_batch` > {{ scope.since }}
+            {%- endif %}
         group by component
         having count(*) > {{ spec.max_merged }}
         order by member_count desc, component

@@ -117,6 +117,8 @@ TABLES_OF_EARLIER_RUNS = {
     " `$replaced` boolean, entity string, email array<string>) using iceberg",
     "people_provenance": "(child_id string, child_updated bigint) using iceberg",
     "bins_provenance": "(child_id string) using iceberg",
+    "people_follow_edges": "(src string, dst string, fingerprint bigint, `_batch` bigint,"
+    " declaration string) using iceberg",
     "loose_events": "(id int) using parquet",
 }
 
@@ -137,6 +139,18 @@ RENDERING = {
     # built: incremental runs (is_incremental() is true when compiled)
     "people_provenance.sql": ENTITY_PROVENANCE,
     "bins_provenance.sql": BIN_PROVENANCE,
+    # a change-following merge's edges, and the MERGE of its state strategy
+    "people_follow_edges.sql": (
+        "{{ config(materialized='incremental', incremental_strategy='entity_state') }}\n"
+        "{{ dbt_merge.equality_edges('people') }}"
+    ),
+    "entity_state_sql.sql": """
+        {{ config(materialized='view') }}
+        {%- set arg_dict = {
+            'target_relation': ref('people_follow_edges'), 'temp_relation': ref('people_edges'),
+        } -%}
+        {% if execute %}{{ dbt_merge.get_incremental_entity_state_sql(arg_dict) }}{% endif %}
+    """,
     # never built: first runs
     "people_provenance_first.sql": ENTITY_PROVENANCE,
     "bins_provenance_first.sql": BIN_PROVENANCE,
@@ -230,6 +244,11 @@ RENDERED = {
     "_entity_checked_cte": "people_listed",
     "_entity_changes_ctes": "people",
     "_entity_retired_ctes": "people",
+    "_entity_fingerprint_sql": "people_edges",
+    "get_incremental_entity_state_sql": "entity_state_sql",
+    "_entity_state_keys": "entity_state_sql",
+    "_entity_identity_sql": "people_first",
+    "_entity_member_order": "people_first",
     "entity_provenance": "people_provenance",
     "bin_provenance": "bins_provenance",
     "test_identity_is_deterministic": "identity_is_deterministic:people",
@@ -246,6 +265,8 @@ RENDERED = {
 EXECUTED = {
     "_check_entity_ids": r"having entity_id is null or count\(\*\) > 1",
     "_check_max_merged": r"having count\(\*\) > \d+\s+order by member_count",
+    "_entity_next_batch": r"select greatest\( unix_micros\(current_timestamp\(\)\)",
+    "_check_entity_declaration": r"select declaration from \S+people_follow_edges",
     "_expression_type": r"describe query select",
     "_check_upsert_batch": r"select count_if\(",
     "_check_upsert_table_settings": r"show tblproperties \S+ \('dbt_merge\.upsert'\)",
@@ -310,6 +331,9 @@ NOT_SQL = {
     "_sql_string": "a string literal, parsed inside the statements that use it",
     "_provenance_stamp_sql": "two columns, parsed inside every provenance statement",
     "_failpoint": "raises an injected failure, or renders nothing",
+    "_check_entity_state_columns": "reads a table's columns (adapter); raises or nothing",
+    "_entity_merge_locked_settings": "returns the declared settings (a dict)",
+    "_entity_declaration_json": "returns JSON text, a string literal inside equality_edges",
     # upsert
     "upsert_config": "returns the resolved settings (a dict)",
     "upsert_provenance": "returns the events table (a relation)",
@@ -373,6 +397,10 @@ NOT_ON_DATABRICKS = {
     "_compact_upsert_table": UPSERT_COMPACTION,
     "_upsert_pending_deletes_sql": f"reads <table>.position_deletes; {UPSERT_COMPACTION}",
     "_upsert_provenance_skip_compaction": UPSERT_COMPACTION,
+    "_entity_change_scope": "reads the components' Iceberg history: on Delta the merged "
+    "model compares every entity (its first statement returns none before any query)",
+    "_entity_old_ids_ctes": "time travel to the components' Iceberg snapshot; only with "
+    "_entity_change_scope",
 }
 
 # -- expected shape of each rendered node ----------------------------------------------------
@@ -380,6 +408,8 @@ NOT_ON_DATABRICKS = {
 # node -> (statement types, SQL text each must contain)
 SHAPES = {
     "people_edges": ([exp.Query], ["explode(", "concat('0|'"]),
+    "people_follow_edges": ([exp.Query], ["full outer join", "true as `$drop`", "xxhash64("]),
+    "entity_state_sql": ([exp.Merge], ["when matched and source.`$drop` then delete", "<=>"]),
     "people": ([exp.Query], ["left anti join", "`$replaced`", "(select coalesce(max(`_updated`)"]),
     "people_first": ([exp.Query], ["array_distinct(flatten(", "- 1 as `_updated`"]),
     "people_listed": ([exp.Query], ["assert_true(", "as `$merged`"]),
@@ -399,6 +429,8 @@ SHAPES = {
 # the tables each node's statements must read or write
 TABLES = {
     "people_edges": {"crm", "billing"},
+    "people_follow_edges": {"crm", "billing", "people_follow_edges"},
+    "entity_state_sql": {"people_follow_edges", "people_edges"},
     "people": {"crm", "billing", "people_components", "people"},
     "people_first": {"crm", "billing", "people_components"},
     "people_listed": {"crm", "billing", "people_components"},

@@ -1,7 +1,7 @@
 {#--
     Deleted inputs never merge: each deleted input entity is stored as an entity of its
     own (identity from itself alone, $deleted true, $ids its own ids), and none of them
-    is a node of the components (the closure never saw it). Rows returned are the
+    is in a component (the closure never saw it). Rows returned are the
     deleted inputs for which this does not hold.
 --#}
 {% test deleted_entities_not_merged(model, merge, components) %}
@@ -49,6 +49,8 @@ in_closure as (
     from deleted_inputs
     inner join {{ components }} as components
         on components.node = deleted_inputs.node
+    -- a change-following merge keeps a row without a component for a deleted entity
+    where components.component is not null
 )
 
 select * from not_alone

@@ -1,6 +1,9 @@
-"""One base class for dbt_merge's domain errors, and the wording they share."""
+"""One base class for dbt_merge's domain errors, the wording they share, and the
+failure-injection points of the Python steps."""
 
 from __future__ import annotations
+
+import os
 
 
 class DbtMergeError(ValueError):
@@ -22,3 +25,15 @@ def setting_message(what: str, model_name: str, setting: str, problem: str, got:
         got: the offending value as it should be shown (already ``repr``-ed if needed).
     """
     return f"dbt_merge {what} in model {model_name}, setting '{setting}': {problem} (got {got})"
+
+
+class InjectedFailure(RuntimeError):
+    """Raised at a failure point that ``DBT_MERGE_FAIL_AT`` names (tests only)."""
+
+
+def failpoint(name: str) -> None:
+    """A failure-injection point at a commit boundary, the Python twin of the macro
+    ``_failpoint`` (macros/core/_failpoint.sql): raises when the environment variable
+    ``DBT_MERGE_FAIL_AT`` names this point, does nothing otherwise."""
+    if os.environ.get("DBT_MERGE_FAIL_AT", "") == name:
+        raise InjectedFailure(f"dbt_merge: injected failure at {name} (DBT_MERGE_FAIL_AT)")

@@ -10,35 +10,121 @@ records. A components model is two lines::
     def model(dbt, session):
         dbt.config(materialized="table")
         return entity_components(dbt.ref("customers_edges"))
+
+A merge that follows the change keeps its components as state (the edges model is
+incremental too, see ``equality_edges``)::
+
+    def model(dbt, session):
+        dbt.config(materialized="incremental", incremental_strategy="entity_state")
+        previous = session.table(str(dbt.this)) if dbt.is_incremental else None
+        return entity_components(dbt.ref("customers_edges"), previous=previous)
+
+Then a run closes again only the components that the edges' new batches touch.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from dbt_merge.core.errors import failpoint
 from dbt_merge.entity_merge.closure import connected_components
+
+logger = logging.getLogger(__name__)
 
 # value nodes of the equality graph start with it; the macros write it with
 # _entity_value_node_prefix() (macros/entity_merge/_entity_nodes.sql), the same string
 VALUE_NODE_PREFIX = "="
 
+STATE_COLUMNS = ("node", "component", "_batch")
 
-def entity_components(edges: DataFrame, **closure_options: Any) -> DataFrame:
-    """Component of every entity node of an ``equality_edges`` table.
+
+def entity_components(
+    edges: DataFrame, previous: DataFrame | None = None, **closure_options: Any
+) -> DataFrame:
+    """Component of every node of an ``equality_edges`` table.
 
     Args:
-        edges: the edges model (columns ``src``, ``dst``). Entity nodes are named
-            ``<offset>|<id>``; value nodes start with ``VALUE_NODE_PREFIX`` (``=``)
-            and are dropped from the result, they only connect entities.
+        edges: the edges model (columns ``src``, ``dst``; an edges table of this
+            version also has ``fingerprint`` and ``_batch``). Entity nodes are named
+            ``<offset>|<id>``; value nodes start with ``VALUE_NODE_PREFIX`` (``=``).
+        previous: the components model's stored table, in an incremental run of a
+            merge that follows the change; None for a full build.
         **closure_options: passed to ``dbt_merge.closure.connected_components``
             (``max_driver_edges``, ``max_rounds``, ``stats``).
 
     Returns:
-        One row per entity node: ``node``, ``component`` (the smallest node name of
-        the component, so the same graph always gives the same labels).
+        Without ``previous``: one row per node: ``node``, ``component`` (the smallest
+        node name of the component, so the same graph always gives the same labels)
+        and, from an edges table with batches, ``_batch`` (the edges' last batch).
+        With ``previous``: the rows that change, for the ``entity_state`` strategy
+        (a ``$drop`` column; a gone entity node keeps a row with a null component).
+        Old edges tables without batches give entity nodes only, as before.
     """
-    components = connected_components(edges, "src", "dst", **closure_options)
-    return components.where(~F.col("node").startswith(VALUE_NODE_PREFIX))
+    failpoint("entity_merge.before_components")  # the edges committed, the components not
+    if "_batch" not in edges.columns:
+        components = connected_components(edges, "src", "dst", **closure_options)
+        return components.where(~F.col("node").startswith(VALUE_NODE_PREFIX))
+    # deleted and gone records have a row without an edge (null dst)
+    live = edges.where(F.col("dst").isNotNull()).select("src", "dst")
+    edge_batches = edges.agg(F.max("_batch"), F.min("_batch")).first()
+    batch, first_batch = edge_batches[0], edge_batches[1]
+    if batch is None:
+        return _state_rows(connected_components(live, "src", "dst", **closure_options), 0)
+    if previous is None:
+        return _state_rows(connected_components(live, "src", "dst", **closure_options), batch)
+
+    seen = previous.agg(F.max("_batch")).first()[0]
+    if seen is not None and batch <= seen:
+        logger.info("entity_components: edges batch %s already closed: nothing to do", batch)
+        return _changes(previous.limit(0), previous.limit(0), batch)
+    if seen is None or first_batch > seen:
+        # the edges were rebuilt (or the state is empty): close everything again
+        logger.info("entity_components: edges rebuilt since batch %s: closing all", seen)
+        closed = connected_components(live, "src", "dst", **closure_options)
+        return _changes(closed, previous.select("node"), batch)
+
+    new = edges.where(F.col("_batch") > seen)
+    touched = (
+        new.select(F.col("src").alias("node"))
+        .union(new.where(F.col("dst").isNotNull()).select(F.col("dst").alias("node")))
+        .distinct()
+    )
+    labels = (
+        previous.join(touched, "node", "left_semi")
+        .where(F.col("component").isNotNull())
+        .select("component")
+        .distinct()
+    )
+    affected = previous.join(labels, "component", "left_semi").select("node")
+    affected = affected.union(new.select(F.col("src").alias("node"))).distinct()
+    entity_nodes = affected.where(~F.col("node").startswith(VALUE_NODE_PREFIX))
+    subgraph = live.join(entity_nodes.withColumnRenamed("node", "src"), "src", "left_semi")
+    closed = connected_components(subgraph, "src", "dst", **closure_options)
+    return _changes(closed, affected, batch)
+
+
+def _state_rows(components: DataFrame, batch: int) -> DataFrame:
+    return components.select("node", "component", F.lit(batch).cast("bigint").alias("_batch"))
+
+
+def _changes(closed: DataFrame, affected: DataFrame, batch: int) -> DataFrame:
+    """The state rows of a run: every closed node with its component, and for every
+    affected node that is no longer in the graph a tombstone (an entity node: null
+    component, so the merged model sees it go) or a drop (a value node)."""
+    gone = affected.select("node").join(closed.select("node"), "node", "left_anti")
+    return (
+        _state_rows(closed, batch)
+        .withColumn("$drop", F.lit(False))
+        .unionByName(
+            gone.select(
+                "node",
+                F.lit(None).cast("string").alias("component"),
+                F.lit(batch).cast("bigint").alias("_batch"),
+                F.col("node").startswith(VALUE_NODE_PREFIX).alias("$drop"),
+            )
+        )
+    )

@@ -1,0 +1,123 @@
+{#--
+    The state a change-following entity merge keeps between runs: per input record a
+    fingerprint and its edges (the edges model), per node of the graph its component
+    (the components model), both stamped with the batch that wrote them.
+--#}
+
+{#-- A record's fingerprint: a 64-bit hash of every column of its row as JSON (names
+     with values, so a value moving between columns is a change). --#}
+{% macro _entity_fingerprint_sql(dataset) %}
+    {{- 'xxhash64(to_json(struct(' ~ dataset.alias ~ '.*)))' -}}
+{% endmacro %}
+
+
+{#-- The number of the batch a run writes: the time in microseconds, and always above
+     every batch the stored table holds (relation, none on a first run), so numbers only
+     grow, across --full-refresh too. --#}
+{% macro _entity_next_batch(relation) %}
+    {% set query %}
+        select greatest(
+            unix_micros(current_timestamp()),
+            {%- if relation is not none %}
+            (select coalesce(max(`_batch`), 0) + 1 from {{ relation }})
+            {%- else %}
+            0
+            {%- endif %}
+        )
+    {% endset %}
+    {{ return(run_query(query).rows[0][0] | int) }}
+{% endmacro %}
+
+
+{#-- A stored state table must have the columns a change-following run reads; one built
+     by an older dbt_merge (or as another model) needs a rebuild. --#}
+{% macro _check_entity_state_columns(spec, relation, expected) %}
+    {% set stored = adapter.get_columns_in_relation(relation) | map(attribute='name') | map('lower') | list %}
+    {% set missing = [] %}
+    {% for column in expected if column not in stored %}{% do missing.append(column) %}{% endfor %}
+    {% if missing %}
+        {% do dbt_merge._entity_merge_error(spec.name, 'incremental_strategy', 'the stored table ' ~ relation ~ ' has no column ' ~ (missing | join(', ')) ~ ' (its columns: ' ~ (stored | join(', ')) ~ '), so it cannot follow the change; run it once with --full-refresh') %}
+    {% endif %}
+{% endmacro %}
+
+
+{#-- Where a change-following run of the merged model (this) starts: {since, version},
+     since the components' last batch when this table last changed and version the
+     components' snapshot of that moment (Iceberg time travel), whose components give
+     the ids this table holds. none, so the run compares every entity as before, when
+     the components have no batches (an edges model of an older dbt_merge, or a table
+     edges model that rewrites them all), a file format is not Iceberg, or the
+     components have no snapshot from that moment or were rebuilt since. --#}
+{% macro _entity_change_scope(spec, components) %}
+    {% set columns = adapter.get_columns_in_relation(components) | map(attribute='name') | map('lower') | list %}
+    {% if '_batch' not in columns or config.get('file_format') != 'iceberg' %}
+        {{ return(none) }}
+    {% endif %}
+    {% set query %}
+        select cast(snapshot_id as string)
+        from {{ components }}.history
+        where is_current_ancestor
+            and made_current_at <= (
+                select max(made_current_at) from {{ this }}.history where is_current_ancestor
+            )
+        order by made_current_at desc
+        limit 1
+    {% endset %}
+    {% set found = run_query(query) %}
+    {% if found.rows | length == 0 %}
+        {{ return(none) }}
+    {% endif %}
+    {% set version = found.rows[0][0] %}
+    {% set query %}
+        select
+            (select max(`_batch`) from {{ components }} version as of {{ version }}),
+            (select min(`_batch`) from {{ components }})
+    {% endset %}
+    {% set batches = run_query(query).rows[0] %}
+    {% if batches[0] is none or batches[1] is none or batches[1] > batches[0] %}
+        {{ return(none) }}
+    {% endif %}
+    {{ return({'since': batches[0] | int, 'version': version}) }}
+{% endmacro %}
+
+
+{#-- The settings a change-following merge's state depends on, as the declaration
+     gives them (defaults filled in); max_merged is a check, not part of the state. --#}
+{% macro _entity_merge_locked_settings(spec, decl) %}
+    {{ return({
+        'datasets': decl.get('datasets'),
+        'equality': decl.get('equality', []),
+        'equality_sets': decl.get('equality_sets', []),
+        'identity': spec.identity,
+        'strategy': spec.strategy,
+        'id_column': spec.id_column,
+        'deleted_column': spec.deleted_column,
+    }) }}
+{% endmacro %}
+
+
+{#-- The declaration as the state stores it (column `declaration` of the edges). --#}
+{% macro _entity_declaration_json(spec) %}
+    {{ return(tojson(spec.declaration, sort_keys=true)) }}
+{% endmacro %}
+
+
+{#-- A change-following run reads state that one declaration built: when the stored
+     edges (relation) were built from another one, fail before anything is written,
+     naming the settings that changed. --#}
+{% macro _check_entity_declaration(spec, relation) %}
+    {% set found = run_query('select declaration from ' ~ relation ~ ' where declaration is not null limit 1') %}
+    {% if found.rows | length == 0 %}
+        {{ return(none) }}
+    {% endif %}
+    {% set stored = fromjson(found.rows[0][0]) %}
+    {% set changed = [] %}
+    {% for key in spec.declaration | sort if stored.get(key) != fromjson(tojson(spec.declaration[key])) %}
+        {% do changed.append(key) %}
+    {% endfor %}
+    {% if changed %}
+        {% set details = [] %}
+        {% for key in changed %}{% do details.append(key ~ ' was ' ~ tojson(stored.get(key)) ~ ', is ' ~ tojson(spec.declaration[key])) %}{% endfor %}
+        {% do dbt_merge._entity_merge_error(spec.name, changed | join(', '), 'changed since the stored state (' ~ relation ~ ') was built: ' ~ (details | join('; ')) ~ '. A merge that follows the change keeps the state of one declaration: run its models with --full-refresh to rebuild it') %}
+    {% endif %}
+{% endmacro %}

@@ -1,0 +1,278 @@
+"""A merge that follows the change (SPEC §1 'Change-driven runs'), proven against
+from-scratch builds: random sequences of deliveries over three datasets, and after
+every delivery the change-following merged model
+
+* equals a from-scratch build of the same inputs (table models), row for row but
+  `_updated`, for every id the from-scratch build has;
+* holds every other id as a deleted row; one retired in this run has `$replaced`
+  when one of its ids lives on (as an incremental run that compares every entity
+  decides it);
+* numbers `_updated` without repeats, never going back.
+
+Runs that die at a commit boundary (DBT_MERGE_FAIL_AT) leave every table readable,
+and the next run catches up. The scripted deliveries at the start join components
+through a bridging record and split them again (a missed split fails them).
+
+Three merges share one change-following edges and components pair: identity
+composite with strategy default, first with compact, composite with list.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+
+import pytest
+from dbt.tests.util import run_dbt
+
+from tests.functional.entity_merge_fixtures import InstallsDbtMerge, merge_vars
+from tests.functional.test_entity_merge import sql_recorder
+
+# runs that die at a commit boundary (random delivery number -> failure point); two in
+# a row before the components leave them two edges batches behind
+FAILURES = {
+    2: "entity_merge.before_edges",
+    5: "entity_merge.before_components",
+    6: "entity_merge.before_components",
+    9: "entity_merge.before_merged",
+}
+DATASETS = ("a", "b", "c")
+COMBOS = {"cd": ("composite", "default"), "fc": ("first", "compact"), "cl": ("composite", "list")}
+# a: email, score; b: email, f2, tags; c: f3 (its lower() equals b.f2), score
+SCHEMAS = {
+    "a": "_id string, email string, score int, gone boolean",
+    "b": "_id string, email string, f2 string, tags array<string>",
+    "c": "_id string, f3 string, score int, gone boolean",
+}
+EMAILS = [f"e{i}" for i in range(8)]
+CODES = ["x", "y", "z", "w"]
+
+
+def declaration(identity: str, strategy: str) -> dict:
+    return {
+        "datasets": ["raw_a a", "raw_b b", "raw_c c"],
+        "equality_sets": [["a.email", "b.email"]],
+        "equality": [["eq", "b.f2", ["lower", "c.f3"]]],
+        "identity": identity,
+        "strategy": strategy,
+        "deleted_column": "gone",
+    }
+
+
+def follow_models() -> dict[str, str]:
+    models = {
+        f"raw_{name}.sql": (
+            "{{ config(materialized='view') }} "
+            f"select * from {{{{ target.schema }}}}.input_{name}"
+        )
+        for name in DATASETS
+    }
+    # one change-following edges and components pair, one reference pair of tables
+    models["f_edges.sql"] = (
+        "{{ config(materialized='incremental', incremental_strategy='entity_state') }}\n"
+        "{{ dbt_merge.equality_edges('m_cd') }}"
+    )
+    models["f_components.py"] = (
+        "from dbt_merge.entity_merge import entity_components\n\n\n"
+        "def model(dbt, session):\n"
+        "    dbt.config(materialized='incremental', incremental_strategy='entity_state')\n"
+        "    previous = session.table(str(dbt.this)) if dbt.is_incremental else None\n"
+        "    return entity_components(dbt.ref('f_edges'), previous=previous)\n"
+    )
+    models["r_edges.sql"] = (
+        "{{ config(materialized='table') }}\n{{ dbt_merge.equality_edges('m_cd') }}"
+    )
+    models["r_components.py"] = (
+        "from dbt_merge.entity_merge import entity_components\n\n\n"
+        "def model(dbt, session):\n"
+        "    dbt.config(materialized='table')\n"
+        "    return entity_components(dbt.ref('r_edges'))\n"
+    )
+    incremental = (
+        "{{ config(materialized='incremental', incremental_strategy='merge', unique_key='_id') }}"
+    )
+    for combo in COMBOS:
+        merge = f"'m_{combo}'"
+        models[f"f_{combo}.sql"] = (
+            f"{incremental}\n{{{{ dbt_merge.merge_entities({merge}, ref('f_components')) }}}}"
+        )
+        models[f"r_{combo}.sql"] = (
+            "{{ config(materialized='table') }}\n"
+            f"{{{{ dbt_merge.merge_entities({merge}, ref('r_components')) }}}}"
+        )
+    return models
+
+
+class Deliveries:
+    """The three datasets as dicts of records, changed one delivery at a time."""
+
+    def __init__(self, seed: int) -> None:
+        self.random = random.Random(seed)
+        self.records: dict[str, dict[str, dict]] = {name: {} for name in DATASETS}
+        self.next_id = 0
+
+    def new_record(self, dataset: str) -> dict:
+        self.next_id += 1
+        record = {"_id": f"{dataset}{self.next_id}"}
+        self.refill(dataset, record)
+        return record
+
+    def refill(self, dataset: str, record: dict) -> None:
+        pick = self.random
+        if dataset == "a":
+            record.update(email=pick.choice(EMAILS + [None]), score=pick.randrange(5))
+            record.setdefault("gone", False)
+        elif dataset == "b":
+            tags = pick.choice([None, [], ["t1"], ["t2", "t1"]])
+            record.update(email=pick.choice(EMAILS + [None]), f2=pick.choice(CODES + [None]), tags=tags)
+        else:
+            record.update(f3=pick.choice([c.upper() for c in CODES] + [None, ""]), score=pick.randrange(5))
+            record.setdefault("gone", False)
+
+    def random_delivery(self) -> None:
+        pick = self.random
+        for _ in range(pick.randrange(1, 6)):
+            dataset = pick.choice(DATASETS)
+            records = self.records[dataset]
+            action = pick.choice(["insert", "insert", "update", "update", "flag", "remove"])
+            if action == "insert" or not records:
+                record = self.new_record(dataset)
+                records[record["_id"]] = record
+                continue
+            record = records[pick.choice(sorted(records))]
+            if action == "update":
+                self.refill(dataset, record)
+            elif action == "flag" and dataset != "b":
+                record["gone"] = not record["gone"]
+            else:
+                del records[record["_id"]]
+
+    def write(self, spark, schema: str) -> None:
+        for name in DATASETS:
+            rows = list(self.records[name].values())
+            columns = [c.split()[0].strip("`") for c in SCHEMAS[name].split(", ")]
+            frame = spark.createDataFrame(
+                [tuple(r.get(c) for c in columns) for r in rows], SCHEMAS[name]
+            )
+            frame.writeTo(f"{schema}.input_{name}").using("iceberg").createOrReplace()
+
+
+def scripted(deliveries: Deliveries):
+    """The first deliveries: components join through a bridging record and split when
+    it changes or goes. Yields what happened and the live ids of merge m_cd."""
+    a, b, c = (deliveries.records[name] for name in DATASETS)
+    a["a1"] = {"_id": "a1", "email": "e1", "score": 1, "gone": False}
+    a["a2"] = {"_id": "a2", "email": "e2", "score": 2, "gone": False}
+    b["b1"] = {"_id": "b1", "email": None, "f2": "x", "tags": ["t1"]}
+    c["c1"] = {"_id": "c1", "f3": "X", "score": 3, "gone": False}
+    c["c2"] = {"_id": "c2", "f3": "Y", "score": 4, "gone": True}
+    yield "a1, a2 alone; b1 = c1 through x", {"0|a1", "0|a2", "1|b1|2|c1"}
+    b["b1"]["email"] = "e1"
+    yield "b1 takes a1's email: a1, b1, c1 join", {"0|a1|1|b1|2|c1", "0|a2"}
+    a["a2"]["email"] = "e1"
+    yield "a2 joins too", {"0|a1|0|a2|1|b1|2|c1"}
+    b["b1"]["email"] = "e2"
+    yield "b1 changes email: a1 + a2 (e1) split from b1 + c1", {"0|a1|0|a2", "1|b1|2|c1"}
+    a["a2"]["email"] = "e2"
+    yield "a2 follows b1", {"0|a1", "0|a2|1|b1|2|c1"}
+    del b["b1"]
+    yield "b1 is hard-deleted: the bridge is gone", {"0|a1", "0|a2", "2|c1"}
+    c["c1"]["gone"] = True
+    yield "c1 is flag-deleted", {"0|a1", "0|a2"}
+    c["c2"]["gone"] = False
+    c["c1"]["gone"] = False
+    yield "c1 and c2 come back", {"0|a1", "0|a2", "2|c1", "2|c2"}
+
+
+class TestFollowingTheChange(InstallsDbtMerge):
+    @pytest.fixture(scope="class")
+    def models(self):
+        return follow_models()
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        merges = {f"m_{combo}": declaration(*settings) for combo, settings in COMBOS.items()}
+        return {**merge_vars(**merges), "models": {"+file_format": "iceberg"}}
+
+    def check(self, spark, schema: str, step: str, last_updated: dict) -> None:
+        columns = "`_id`, `$ids`, `$deleted`, `$replaced`, entity"
+        for combo in COMBOS:
+            follow = self.table(spark, f"{schema}.f_{combo}", columns)
+            scratch = self.table(spark, f"{schema}.r_{combo}", columns)
+            assert {k: v for k, v in follow.items() if k in scratch} == scratch, (
+                f"{step}: f_{combo} differs from the from-scratch build"
+            )
+            # every other stored id was retired, $replaced when one of its ids lives on
+            # (as an incremental run that compares every entity decides it)
+            current_ids = {i for row in scratch.values() for i in row[0]}
+            before = last_updated.get(combo, -1)
+            retired = spark.sql(
+                f"select `_id`, `$ids`, `$deleted`, `$replaced`, `_updated` "
+                f"from {schema}.f_{combo}"
+            ).collect()
+            for row in retired:
+                if row[0] in scratch:
+                    continue
+                assert row[2], f"{step}: f_{combo} keeps {row[0]} live beyond scratch"
+                if row[4] > before:
+                    expected = bool(set(row[1]) & current_ids)
+                    assert row[3] == expected, f"{step}: f_{combo} {row[0]} $replaced"
+            updated = [row[4] for row in retired]
+            assert len(set(updated)) == len(updated), f"{step}: _updated numbers repeat"
+            assert max(updated) >= before, f"{step}: _updated went back"
+            last_updated[combo] = max(updated)
+
+    @staticmethod
+    def table(spark, name: str, columns: str) -> dict:
+        return {
+            row[0]: tuple(row[2:])
+            for row in spark.sql(f"select {columns.split(', ')[0]}, {columns} from {name}").collect()
+        }
+
+    def test_deliveries_equal_from_scratch_builds(self, project, spark):
+        schema = project.test_schema
+        run_dbt(["deps"])
+        deliveries = Deliveries(seed=14)
+        last_updated: dict = {}
+        steps = 0
+        for step, live in scripted(deliveries):
+            queries: list[str] = []
+            self.deliver(deliveries, spark, schema, queries)
+            self.check(spark, schema, step, last_updated)
+            stored = spark.sql(f"select `_id` from {schema}.f_cd where not `$deleted`").collect()
+            assert {row[0] for row in stored} == live, step
+            steps += 1
+        # from the second run on, the merged models read only what changed: the
+        # components as they were at their last run (time travel), as of a batch
+        followed = {
+            re.search(r'"node_id": "model\.test\.(\w+)"', q).group(1)
+            for q in queries
+            if "f_components version as of" in q
+        }
+        assert followed == {f"f_{combo}" for combo in COMBOS}, "the f_ models followed the change"
+        assert not [q for q in queries if "r_components version as of" in q]
+        for round_number in range(16):
+            deliveries.random_delivery()
+            point = FAILURES.get(round_number)
+            if point:
+                # the run dies at a commit boundary: every table stays readable, and
+                # the next run (with the next delivery) catches up
+                os.environ["DBT_MERGE_FAIL_AT"] = point
+                try:
+                    self.deliver(deliveries, spark, schema, queries, expect_pass=False)
+                finally:
+                    del os.environ["DBT_MERGE_FAIL_AT"]
+                for name in ("f_edges", "f_components", *(f"f_{c}" for c in COMBOS)):
+                    spark.sql(f"select count(*) from {schema}.{name}").collect()
+                continue
+            self.deliver(deliveries, spark, schema, queries)
+            self.check(spark, schema, f"random delivery {round_number}", last_updated)
+            steps += 1
+        assert steps >= 20
+
+    @staticmethod
+    def deliver(deliveries, spark, schema: str, queries: list[str], expect_pass=True) -> None:
+        deliveries.write(spark, schema)
+        queries.clear()
+        run_dbt(["run"], expect_pass=expect_pass, callbacks=[sql_recorder(queries)])
