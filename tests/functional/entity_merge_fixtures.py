@@ -29,7 +29,9 @@ def merge_models(name: str, materialized: str = "table") -> dict[str, str]:
     else:
         config = "{{ config(materialized='table') }}"
     if materialized == "follow":
-        edges_config = "{{ config(materialized='incremental', incremental_strategy='entity_state') }}\n"
+        edges_config = (
+            "{{ config(materialized='incremental', incremental_strategy='entity_state') }}\n"
+        )
         components = (
             "    dbt.config(materialized='incremental', incremental_strategy='entity_state')\n"
             "    previous = session.table(str(dbt.this)) if dbt.is_incremental else None\n"

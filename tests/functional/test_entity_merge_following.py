@@ -125,9 +125,13 @@ class Deliveries:
             record.setdefault("gone", False)
         elif dataset == "b":
             tags = pick.choice([None, [], ["t1"], ["t2", "t1"]])
-            record.update(email=pick.choice(EMAILS + [None]), f2=pick.choice(CODES + [None]), tags=tags)
+            record.update(
+                email=pick.choice(EMAILS + [None]), f2=pick.choice(CODES + [None]), tags=tags
+            )
         else:
-            record.update(f3=pick.choice([c.upper() for c in CODES] + [None, ""]), score=pick.randrange(5))
+            record.update(
+                f3=pick.choice([c.upper() for c in CODES] + [None, ""]), score=pick.randrange(5)
+            )
             record.setdefault("gone", False)
 
     def random_delivery(self) -> None:
@@ -208,8 +212,7 @@ class TestFollowingTheChange(InstallsDbtMerge):
             current_ids = {i for row in scratch.values() for i in row[0]}
             before = last_updated.get(combo, -1)
             retired = spark.sql(
-                f"select `_id`, `$ids`, `$deleted`, `$replaced`, `_updated` "
-                f"from {schema}.f_{combo}"
+                f"select `_id`, `$ids`, `$deleted`, `$replaced`, `_updated` from {schema}.f_{combo}"
             ).collect()
             for row in retired:
                 if row[0] in scratch:
@@ -225,9 +228,9 @@ class TestFollowingTheChange(InstallsDbtMerge):
 
     @staticmethod
     def table(spark, name: str, columns: str) -> dict:
+        """`_id` -> the other columns (columns starts with `_id`)."""
         return {
-            row[0]: tuple(row[2:])
-            for row in spark.sql(f"select {columns.split(', ')[0]}, {columns} from {name}").collect()
+            row[0]: tuple(row[1:]) for row in spark.sql(f"select {columns} from {name}").collect()
         }
 
     def test_deliveries_equal_from_scratch_builds(self, project, spark):
