@@ -41,32 +41,45 @@
     {% if incremental %}
         {% for column in adapter.get_columns_in_relation(this) %}{% do previous_columns.append(column.name | lower) %}{% endfor %}
     {% endif %}
-    {% if scope %}
-        {% do scope.update({'staged': dbt_merge._entity_stage_current(spec, components, scope)}) %}
+    {% if not scope %}
+        {{ return(dbt_merge._merge_entities_sql(spec, components, incremental, previous_columns)) }}
     {% endif %}
-    {{ dbt_merge._merge_entities_sql(spec, components, incremental, previous_columns, scope=scope) }}
+    {#-- a change-following run: the entities of the changed components, then the rows
+         to emit, each computed once into a cached view (the MERGE reads its source more
+         than once) --#}
+    {% do scope.update({'staged': dbt_merge._entity_stage(
+        this.identifier ~ '__dbt_merge_current', dbt_merge._entity_current_sql(spec, components, scope)
+    )}) %}
+    {% set emitted = dbt_merge._merge_entities_sql(spec, components, incremental, previous_columns, scope=scope) %}
+    select * from {{ dbt_merge._entity_stage(this.identifier ~ '__dbt_merge_emitted', emitted) }}
 {% endmacro %}
 
 
-{#-- A change-following run computes the entities of the components that changed once,
-     into a cached temporary view of the session (CACHE TABLE, eager; the final query reads
-     them four times, and Spark would compute a CTE again for every read). Returns its
-     name. The checks of the entities (identity first) run here, before anything is
-     written. --#}
-{% macro _entity_stage_current(spec, components, scope) %}
+{#-- The select of the entities of the components that changed since the last run
+     (scope), with their checks (identity first). --#}
+{% macro _entity_current_sql(spec, components, scope) %}
     {%- set props = dbt_merge._entity_properties(spec) %}
     {%- set strategy = dbt_merge._entity_strategies()[spec.strategy]({'props': props, 'spec': spec}) %}
-    {%- set name = this.identifier ~ '__dbt_merge_current' %}
-    {%- set stage -%}
-        create or replace temporary view {{ name }} as
-        with
-        {{ dbt_merge._entity_members_ctes(spec, components, props, false, scope) }},
-        {{ dbt_merge._entity_records_ctes(spec, props, strategy) }}
-        select * from current_entities
-    {%- endset %}
-    {% do run_query('uncache table if exists ' ~ name) %}
-    {% do run_query(stage) %}
-    {% do run_query('cache table ' ~ name) %}
+with
+{{ dbt_merge._entity_members_ctes(spec, components, props, false, scope) }},
+{{ dbt_merge._entity_records_ctes(spec, props, strategy) }}
+select * from current_entities
+{%- endmacro %}
+
+
+{#-- Computes a select once, before the model's statement: into the temporary view name
+     of the session, cached eagerly (CACHE TABLE), and returns the name. A change-
+     following run stages what it reads more than once, so Spark does not compute it
+     again for every read; its checks (identity first) fail here, before anything is
+     written. --#}
+{% macro _entity_stage(name, select_sql) %}
+    {% if dbt_merge._entity_can_cache() %}
+        {% do run_query('uncache table if exists ' ~ name) %}
+    {% endif %}
+    {% do run_query('create or replace temporary view ' ~ name ~ ' as\n' ~ select_sql) %}
+    {% if dbt_merge._entity_can_cache() %}
+        {% do run_query('cache table ' ~ name) %}
+    {% endif %}
     {{ return(name) }}
 {% endmacro %}
 
@@ -87,7 +100,7 @@ with
 {%- if scope and scope.staged %}
 
 -- a change-following run: the entities of the components that changed, computed once
--- (_entity_stage_current)
+-- (_entity_current_sql, staged by _entity_stage)
 {{ dbt_merge._entity_affected_cte(components, scope) }},
 
 current_entities as (

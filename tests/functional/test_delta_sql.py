@@ -334,6 +334,7 @@ NOT_SQL = {
     "_check_entity_state_columns": "reads a table's columns (adapter); raises or nothing",
     "_entity_merge_locked_settings": "returns the declared settings (a dict)",
     "_entity_declaration_json": "returns JSON text, a string literal inside equality_edges",
+    "_entity_can_cache": "returns a boolean",
     # upsert
     "upsert_config": "returns the resolved settings (a dict)",
     "upsert_provenance": "returns the events table (a relation)",
@@ -373,6 +374,9 @@ UPSERT_COMPACTION = (
     "and the spark_session flow (an error on dbt-databricks), execute_upsert_compaction "
     "refuses other providers"
 )
+# the merged model of a change-following merge: Iceberg only (on Delta it compares
+# every entity, as _entity_change_scope returns none)
+CHANGE_SCOPE = "only with _entity_change_scope, which needs the components' Iceberg history"
 NOT_ON_DATABRICKS = {
     "execute_auto_merge": "Iceberg only: a Delta table fails before anything runs "
     "(test_execute_auto_merge_refuses_delta)",
@@ -399,8 +403,11 @@ NOT_ON_DATABRICKS = {
     "_upsert_provenance_skip_compaction": UPSERT_COMPACTION,
     "_entity_change_scope": "reads the components' Iceberg history: on Delta the merged "
     "model compares every entity (its first statement returns none before any query)",
-    "_entity_old_ids_ctes": "time travel to the components' Iceberg snapshot; only with "
-    "_entity_change_scope",
+    "_entity_old_ids_ctes": f"time travel to the components' Iceberg snapshot; {CHANGE_SCOPE}",
+    "_entity_affected_cte": CHANGE_SCOPE,
+    "_entity_current_sql": CHANGE_SCOPE,
+    "_entity_stage": CHANGE_SCOPE,
+    "finish_incremental_entity_state": SPARK_SESSION_FLOW,
 }
 
 # -- expected shape of each rendered node ----------------------------------------------------
