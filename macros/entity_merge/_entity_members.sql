@@ -35,13 +35,18 @@
 
 {#-- The CTE affected of a change-following run (scope, _entity_change_scope): the
      entity nodes that batches since the last run wrote, every node of a component that
-     changed and every node that left the graph (null component). --#}
+     changed and every node that left the graph (null component); scope.affected, when
+     merge_entities staged them. --#}
 {% macro _entity_affected_cte(components, scope) %}
 affected as (
+    {%- if scope.affected %}
+    select node, component from {{ scope.affected }}
+    {%- else %}
     select node, component
     from {{ components }}
     where `_batch` > {{ scope.since }}
         and {{ dbt_merge._is_entity_node_sql('node') }}
+    {%- endif %}
 )
 {%- endmacro %}
 

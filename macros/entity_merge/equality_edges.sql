@@ -42,10 +42,7 @@
     {% set batch = dbt_merge._entity_next_batch(this if incremental else none) %}
     {% set operand_values = dbt_merge._entity_operand_values(spec, 'changed' if incremental else none) %}
 
-with
-
--- records: every input entity and the fingerprint of its record
-records as (
+{% set records %}
     {% for dataset in spec.datasets %}
     select
         {{ dbt_merge._entity_node_sql(dataset) }} as node,
@@ -54,26 +51,35 @@ records as (
     from {{ dataset.relation }} as {{ dataset.alias }}
     {% if not loop.last %}union all{% endif %}
     {% endfor %}
-),
+{% endset %}
+{% if incremental %}
+    {#-- the records whose fingerprint differs from the stored one: new, changed or gone
+         (gone: fingerprint null); computed once, the statement reads them often --#}
+    {% set changed %}
+        select coalesce(records.node, stored.node) as node, records.fingerprint, records.live
+        from ({{ records }}) as records
+        full outer join (
+            select src as node, fingerprint
+            from {{ this }}
+            where (src = dst or dst is null) and fingerprint is not null
+        ) as stored
+            on stored.node = records.node
+        where not (records.fingerprint <=> stored.fingerprint)
+    {% endset %}
+    {% set changed_view = dbt_merge._entity_stage('changed', changed) %}
+{% endif %}
+
+with
 {%- if incremental %}
 
--- the records whose fingerprint differs from the stored one: new, changed or gone
--- (gone: fingerprint null)
 changed as (
-    select coalesce(records.node, stored.node) as node, records.fingerprint, records.live
-    from records
-    full outer join (
-        select src as node, fingerprint
-        from {{ this }}
-        where (src = dst or dst is null) and fingerprint is not null
-    ) as stored
-        on stored.node = records.node
-    where not (records.fingerprint <=> stored.fingerprint)
+    select node, fingerprint, live from {{ changed_view }}
 ),
 {%- else %}
 
+-- records: every input entity, the fingerprint of its record and whether it is live
 changed as (
-    select node, fingerprint, live from records
+    {{ records }}
 ),
 {%- endif %}
 

@@ -44,14 +44,21 @@
     {% if not scope %}
         {{ return(dbt_merge._merge_entities_sql(spec, components, incremental, previous_columns)) }}
     {% endif %}
-    {#-- a change-following run: the entities of the changed components, then the rows
-         to emit, each computed once into a cached view (the MERGE reads its source more
-         than once) --#}
+    {#-- a change-following run: the nodes and entities of the changed components, then
+         the rows to emit, each computed once into a table (_entity_stage; the MERGE
+         reads its source more than once) --#}
+    {% set affected %}
+        select node, component
+        from {{ components }}
+        where `_batch` > {{ scope.since }}
+            and {{ dbt_merge._is_entity_node_sql('node') }}
+    {% endset %}
+    {% do scope.update({'affected': dbt_merge._entity_stage('affected', affected)}) %}
     {% do scope.update({'staged': dbt_merge._entity_stage(
-        this.identifier ~ '__dbt_merge_current', dbt_merge._entity_current_sql(spec, components, scope)
+        'current', dbt_merge._entity_current_sql(spec, components, scope)
     )}) %}
     {% set emitted = dbt_merge._merge_entities_sql(spec, components, incremental, previous_columns, scope=scope) %}
-    select * from {{ dbt_merge._entity_stage(this.identifier ~ '__dbt_merge_emitted', emitted) }}
+    select * from {{ dbt_merge._entity_stage('emitted', emitted) }}
 {% endmacro %}
 
 
@@ -66,22 +73,6 @@ with
 select * from current_entities
 {%- endmacro %}
 
-
-{#-- Computes a select once, before the model's statement: into the temporary view name
-     of the session, cached eagerly (CACHE TABLE), and returns the name. A change-
-     following run stages what it reads more than once, so Spark does not compute it
-     again for every read; its checks (identity first) fail here, before anything is
-     written. --#}
-{% macro _entity_stage(name, select_sql) %}
-    {% if dbt_merge._entity_can_cache() %}
-        {% do run_query('uncache table if exists ' ~ name) %}
-    {% endif %}
-    {% do run_query('create or replace temporary view ' ~ name ~ ' as\n' ~ select_sql) %}
-    {% if dbt_merge._entity_can_cache() %}
-        {% do run_query('cache table ' ~ name) %}
-    {% endif %}
-    {{ return(name) }}
-{% endmacro %}
 
 
 {#-- The SELECT itself; `shuffle` reads every dataset in random partitions (used by the

@@ -267,6 +267,7 @@ EXECUTED = {
     "_check_max_merged": r"having count\(\*\) > \d+\s+order by member_count",
     "_entity_next_batch": r"select greatest\( unix_micros\(current_timestamp\(\)\)",
     "_check_entity_declaration": r"select declaration from \S+people_follow_edges",
+    "_entity_stage": r"create table \S+people_follow_edges__dbt_merge_changed as .*full outer join",
     "_expression_type": r"describe query select",
     "_check_upsert_batch": r"select count_if\(",
     "_check_upsert_table_settings": r"show tblproperties \S+ \('dbt_merge\.upsert'\)",
@@ -334,7 +335,6 @@ NOT_SQL = {
     "_check_entity_state_columns": "reads a table's columns (adapter); raises or nothing",
     "_entity_merge_locked_settings": "returns the declared settings (a dict)",
     "_entity_declaration_json": "returns JSON text, a string literal inside equality_edges",
-    "_entity_can_cache": "returns a boolean",
     # upsert
     "upsert_config": "returns the resolved settings (a dict)",
     "upsert_provenance": "returns the events table (a relation)",
@@ -406,8 +406,6 @@ NOT_ON_DATABRICKS = {
     "_entity_old_ids_ctes": f"time travel to the components' Iceberg snapshot; {CHANGE_SCOPE}",
     "_entity_affected_cte": CHANGE_SCOPE,
     "_entity_current_sql": CHANGE_SCOPE,
-    "_entity_stage": CHANGE_SCOPE,
-    "finish_incremental_entity_state": SPARK_SESSION_FLOW,
 }
 
 # -- expected shape of each rendered node ----------------------------------------------------
@@ -415,7 +413,10 @@ NOT_ON_DATABRICKS = {
 # node -> (statement types, SQL text each must contain)
 SHAPES = {
     "people_edges": ([exp.Query], ["explode(", "concat('0|'"]),
-    "people_follow_edges": ([exp.Query], ["full outer join", "true as `$drop`", "xxhash64("]),
+    "people_follow_edges": (
+        [exp.Query],
+        ["true as `$drop`", "people_follow_edges__dbt_merge_changed"],
+    ),
     "entity_state_sql": ([exp.Merge], ["when matched and source.`$drop` then delete", "<=>"]),
     "people": ([exp.Query], ["left anti join", "`$replaced`", "(select coalesce(max(`_updated`)"]),
     "people_first": ([exp.Query], ["array_distinct(flatten(", "- 1 as `_updated`"]),

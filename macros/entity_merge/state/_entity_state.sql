@@ -121,3 +121,23 @@
         {% do dbt_merge._entity_merge_error(spec.name, changed | join(', '), 'changed since the stored state (' ~ relation ~ ') was built: ' ~ (details | join('; ')) ~ '. A merge that follows the change keeps the state of one declaration: run its models with --full-refresh to rebuild it') %}
     {% endif %}
 {% endmacro %}
+
+
+{#-- Computes a select once, before the model's statement, into the table
+     <model>__dbt_merge_<part> beside the model (replaced by every run, like dbt's
+     __dbt_tmp tables), and returns it. A change-following run stages what its statement
+     reads more than once, so Spark does not compute it again for every read; checks in
+     it (identity first) fail here, before anything is written. --#}
+{% macro _entity_stage(part, select_sql) %}
+    {% set relation = api.Relation.create(
+        database=this.database, schema=this.schema, identifier=this.identifier ~ '__dbt_merge_' ~ part
+    ) %}
+    {% do run_query('drop table if exists ' ~ relation) %}
+    {#-- Iceberg as the model is; otherwise the platform's default (Delta on Databricks) --#}
+    {% do run_query(
+        'create table ' ~ relation
+        ~ (' using iceberg' if config.get('file_format') == 'iceberg' else '')
+        ~ ' as\n' ~ select_sql
+    ) %}
+    {{ return(relation) }}
+{% endmacro %}

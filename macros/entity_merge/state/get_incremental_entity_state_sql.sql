@@ -18,12 +18,6 @@
     {%- set source = arg_dict['temp_relation'] %}
     {%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list %}
     {%- set keys = dbt_merge._entity_state_keys(target, arg_dict.get('unique_key'), columns) %}
-    {%- if model['language'] == 'sql' and dbt_merge._entity_can_cache() %}
-        {#-- the batch of a SQL model is a temporary view, which the MERGE would compute
-             more than once (Iceberg reads its source to find the files it touches, then
-             to write them): computed once here, freed by finish_incremental_entity_state --#}
-        {%- do run_query('cache table ' ~ source) %}
-    {%- endif %}
 merge into {{ target }} as target
 using {{ source }} as source
 on {% for key in keys %}target.{{ adapter.quote(key) }} <=> source.{{ adapter.quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
@@ -49,19 +43,4 @@ when not matched and not source.`$drop` then insert ({% for column in columns %}
         {{ return(['node']) }}
     {%- endif %}
     {% do exceptions.raise_compiler_error("dbt_merge: model " ~ target ~ ", setting 'incremental_strategy': entity_state writes the state tables of an entity merge (columns src, dst or node) but the stored table has the columns " ~ (columns | join(', ')) ~ "; set unique_key or use another strategy") %}
-{% endmacro %}
-
-
-{#-- After the MERGE's commit: frees the cached batch of a SQL model. --#}
-{% macro finish_incremental_entity_state(arg_dict) %}
-    {% if not arg_dict['rebuild'] and model['language'] == 'sql' and dbt_merge._entity_can_cache() %}
-        {% do run_query('uncache table if exists ' ~ arg_dict['temp_relation']) %}
-    {% endif %}
-{% endmacro %}
-
-
-{#-- Whether the session can cache a view (CACHE TABLE): Spark's own adapters; not
-     dbt-databricks, whose SQL warehouses have no CACHE TABLE. --#}
-{% macro _entity_can_cache() %}
-    {{ return(adapter.type() in ['spark_session', 'spark']) }}
 {% endmacro %}
