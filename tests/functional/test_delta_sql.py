@@ -530,6 +530,9 @@ def check_executed(queries: list[str], name: str) -> None:
             assert isinstance(parsed, exp.Command) and parsed.this.upper() == "SHOW"
         elif name == "_auto_merge_check_iceberg":
             assert isinstance(parse(query), exp.Describe)
+        elif name == "_entity_stage":
+            parsed = parse(query)
+            assert isinstance(parsed, exp.Create) and isinstance(parsed.expression, exp.Query)
         elif name == "_store_upsert_table_settings":
             assert isinstance(parse(query), exp.Alter)
             # orders_merge is merge_on_read: deletion vectors, set with the lock
