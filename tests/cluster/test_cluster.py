@@ -45,7 +45,14 @@ DEFAULT_PORTS = {7077, 8980, 8981, 8982}
 # the provenance tables), when a row was loaded (demo_event_log.loaded_at,
 # current_timestamp()) and Iceberg snapshot ids, which are random
 # (orders__provenance.table_version, the auto-merge plan's and provenance's snapshot_id).
-RUN_DEPENDENT = {"invocation_id", "recorded_at", "loaded_at", "table_version", "snapshot_id"}
+RUN_DEPENDENT = {
+    "invocation_id",
+    "recorded_at",
+    "loaded_at",
+    "table_version",
+    "snapshot_id",
+    "_batch",  # an entity merge's state: the time of the run that wrote a row
+}
 # and per table: an offline plan's bin ids hash their first member, here a data file's
 # path (which carries a random UUID)
 TABLE_RUN_DEPENDENT = {"daily_events_compaction_plan": {"bin_id"}}
