@@ -39,8 +39,6 @@ logger = logging.getLogger(__name__)
 # _entity_value_node_prefix() (macros/entity_merge/_entity_nodes.sql), the same string
 VALUE_NODE_PREFIX = "="
 
-STATE_COLUMNS = ("node", "component", "_batch")
-
 
 def entity_components(
     edges: DataFrame, previous: DataFrame | None = None, **closure_options: Any
