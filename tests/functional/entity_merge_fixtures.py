@@ -18,36 +18,21 @@ class InstallsDbtMerge:
 
 
 def merge_models(name: str, materialized: str = "table") -> dict[str, str]:
-    """The edges, components and merged models of the merge `name`: all tables
-    (materialized="table"), the merged model incremental ("incremental"), or all three
-    incremental, following the change ("follow")."""
-    if materialized in ("incremental", "follow"):
+    """The edges, components and merged models of the merge `name`."""
+    if materialized == "incremental":
         config = (
             "{{ config(materialized='incremental', incremental_strategy='merge',"
             " unique_key='_id') }}"
         )
     else:
         config = "{{ config(materialized='table') }}"
-    if materialized == "follow":
-        edges_config = (
-            "{{ config(materialized='incremental', incremental_strategy='entity_state') }}\n"
-        )
-        components = (
-            "    dbt.config(materialized='incremental', incremental_strategy='entity_state')\n"
-            "    previous = session.table(str(dbt.this)) if dbt.is_incremental else None\n"
-            f"    return entity_components(dbt.ref('{name}_edges'), previous=previous)\n"
-        )
-    else:
-        edges_config = ""
-        components = (
-            "    dbt.config(materialized='table')\n"
-            f"    return entity_components(dbt.ref('{name}_edges'))\n"
-        )
     return {
-        f"{name}_edges.sql": f"{edges_config}{{{{ dbt_merge.equality_edges('{name}') }}}}",
+        f"{name}_edges.sql": f"{{{{ dbt_merge.equality_edges('{name}') }}}}",
         f"{name}_components.py": (
             "from dbt_merge.entity_merge import entity_components\n\n\n"
-            "def model(dbt, session):\n" + components
+            "def model(dbt, session):\n"
+            "    dbt.config(materialized='table')\n"
+            f"    return entity_components(dbt.ref('{name}_edges'))\n"
         ),
         f"{name}.sql": (
             f"{config}\n{{{{ dbt_merge.merge_entities('{name}', ref('{name}_components')) }}}}"
