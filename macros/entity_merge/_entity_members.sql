@@ -33,20 +33,12 @@
 {% endmacro %}
 
 
-{#-- The CTE affected of a change-following run (scope, _entity_change_scope): the
-     entity nodes that batches since the last run wrote, every node of a component that
-     changed and every node that left the graph (null component); scope.affected, when
-     merge_entities staged them. --#}
-{% macro _entity_affected_cte(components, scope) %}
+{#-- The CTE affected of a change-following run: the entity nodes that batches since
+     the last run wrote, every node of a component that changed and every node that left
+     the graph (null component), as merge_entities staged them (scope.affected). --#}
+{% macro _entity_affected_cte(scope) %}
 affected as (
-    {%- if scope.affected %}
     select node, component from {{ scope.affected }}
-    {%- else %}
-    select node, component
-    from {{ components }}
-    where `_batch` > {{ scope.since }}
-        and {{ dbt_merge._is_entity_node_sql('node') }}
-    {%- endif %}
 )
 {%- endmacro %}
 
@@ -58,7 +50,7 @@ affected as (
      the CTE affected holds their nodes. --#}
 {% macro _entity_members_ctes(spec, components, props, shuffle, scope=none) %}
 {%- if scope %}
-{{ dbt_merge._entity_affected_cte(components, scope) }},
+{{ dbt_merge._entity_affected_cte(scope) }},
 
 components as (
     select node, component

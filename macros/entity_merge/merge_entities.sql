@@ -35,8 +35,20 @@
     {% do dbt_merge._failpoint('entity_merge.before_merged') %}
     {% set incremental = is_incremental() %}
     {% set scope = dbt_merge._entity_change_scope(spec, components) if incremental else none %}
-    {#-- the ids were checked by equality_edges, the node these components come from --#}
-    {% do dbt_merge._check_max_merged(spec, components, scope) %}
+    {% if scope %}
+        {#-- a change-following run: the nodes of the changed components, staged once
+             (_entity_stage): the check below, the entities and the rows to emit read them --#}
+        {% set affected %}
+            select node, component
+            from {{ components }}
+            where `_batch` > {{ scope.since }}
+                and {{ dbt_merge._is_entity_node_sql('node') }}
+        {% endset %}
+        {% do scope.update({'affected': dbt_merge._entity_stage('affected', affected)}) %}
+    {% endif %}
+    {#-- the ids were checked by equality_edges, the node these components come from;
+         a change-following run checks only the components that changed --#}
+    {% do dbt_merge._check_max_merged(spec, scope.affected if scope else components) %}
     {% set previous_columns = [] %}
     {% if incremental %}
         {% for column in adapter.get_columns_in_relation(this) %}{% do previous_columns.append(column.name | lower) %}{% endfor %}
@@ -44,16 +56,8 @@
     {% if not scope %}
         {{ return(dbt_merge._merge_entities_sql(spec, components, incremental, previous_columns)) }}
     {% endif %}
-    {#-- a change-following run: the nodes and entities of the changed components, then
-         the rows to emit, each computed once into a table (_entity_stage; the MERGE
-         reads its source more than once) --#}
-    {% set affected %}
-        select node, component
-        from {{ components }}
-        where `_batch` > {{ scope.since }}
-            and {{ dbt_merge._is_entity_node_sql('node') }}
-    {% endset %}
-    {% do scope.update({'affected': dbt_merge._entity_stage('affected', affected)}) %}
+    {#-- then the entities of the changed components and the rows to emit, each computed
+         once into a table (_entity_stage; the MERGE reads its source more than once) --#}
     {% do scope.update({'staged': dbt_merge._entity_stage(
         'current', dbt_merge._entity_current_sql(spec, components, scope)
     )}) %}
@@ -92,7 +96,7 @@ with
 
 -- a change-following run: the entities of the components that changed, computed once
 -- (_entity_current_sql, staged by _entity_stage)
-{{ dbt_merge._entity_affected_cte(components, scope) }},
+{{ dbt_merge._entity_affected_cte(scope) }},
 
 current_entities as (
     select * from {{ scope.staged }}
@@ -127,17 +131,15 @@ from numbered
 {% endmacro %}
 
 
-{#-- max_merged: a component larger than the limit fails the model before anything is written
-     (in a change-following run, scope: only the components that changed are read). --#}
-{% macro _check_max_merged(spec, components, scope=none) %}
+{#-- max_merged: a component larger than the limit fails the model before anything is
+     written. components: the components model, or in a change-following run the nodes
+     of the components that changed. --#}
+{% macro _check_max_merged(spec, components) %}
     {% set check -%}
         select component, count(*) as member_count, array_join(slice(sort_array(collect_list(node)), 1, 5), ', ') as sample
         from {{ components }}
         where {{ dbt_merge._is_entity_node_sql('node') }}
             and component is not null
-            {%- if scope %}
-            and `_batch` > {{ scope.since }}
-            {%- endif %}
         group by component
         having count(*) > {{ spec.max_merged }}
         order by member_count desc, component
