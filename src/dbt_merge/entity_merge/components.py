@@ -31,6 +31,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from dbt_merge.core.errors import failpoint
+from dbt_merge.core.spark import materialize
 from dbt_merge.entity_merge.closure import connected_components
 
 logger = logging.getLogger(__name__)
@@ -98,7 +99,9 @@ def entity_components(
         .distinct()
     )
     affected = previous.join(labels, "component", "left_semi").select("node")
-    affected = affected.union(new.select(F.col("src").alias("node"))).distinct()
+    # computed once: the closure reads the subgraph twice (its estimate, then the
+    # closure) and the state rows read the affected nodes again
+    affected = materialize(affected.union(new.select(F.col("src").alias("node"))).distinct())
     entity_nodes = affected.where(~F.col("node").startswith(VALUE_NODE_PREFIX))
     subgraph = live.join(entity_nodes.withColumnRenamed("node", "src"), "src", "left_semi")
     closed = connected_components(subgraph, "src", "dst", **closure_options)
