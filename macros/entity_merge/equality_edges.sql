@@ -40,23 +40,29 @@
         {% do dbt_merge._check_entity_declaration(spec, this) %}
     {% endif %}
     {% set batch = dbt_merge._entity_next_batch(this if incremental else none) %}
-    {% set operand_values = dbt_merge._entity_operand_values(spec, 'changed' if incremental else none) %}
 
+{#-- every input record: its node, the fingerprint of its row, whether it is live, and
+     the value nodes of its operands (one scan of each dataset) --#}
 {% set records %}
     {% for dataset in spec.datasets %}
     select
         {{ dbt_merge._entity_node_sql(dataset) }} as node,
         {{ dbt_merge._entity_fingerprint_sql(dataset) }} as fingerprint,
-        {{ dbt_merge._entity_is_live_sql(dataset) }} as live
+        {{ dbt_merge._entity_is_live_sql(dataset) }} as live,
+        {{ dbt_merge._entity_value_nodes_sql(spec, dataset) }} as value_nodes
     from {{ dataset.relation }} as {{ dataset.alias }}
     {% if not loop.last %}union all{% endif %}
     {% endfor %}
 {% endset %}
 {% if incremental %}
     {#-- the records whose fingerprint differs from the stored one: new, changed or gone
-         (gone: fingerprint null); computed once, the statement reads them often --#}
+         (gone: fingerprint null); staged once, the batch reads them three times --#}
     {% set changed %}
-        select coalesce(records.node, stored.node) as node, records.fingerprint, records.live
+        select
+            coalesce(records.node, stored.node) as node,
+            records.fingerprint,
+            records.live,
+            records.value_nodes
         from ({{ records }}) as records
         full outer join (
             select src as node, fingerprint
@@ -66,54 +72,29 @@
             on stored.node = records.node
         where not (records.fingerprint <=> stored.fingerprint)
     {% endset %}
-    {% set changed_view = dbt_merge._entity_stage('changed', changed) %}
+    {% set changed_relation = dbt_merge._entity_stage('changed', changed) %}
 {% endif %}
 
+{% set rows %}
 with
-{%- if incremental %}
 
 changed as (
-    select node, fingerprint, live from {{ changed_view }}
-),
-{%- else %}
-
--- records: every input entity, the fingerprint of its record and whether it is live
-changed as (
+    {%- if incremental %}
+    select * from {{ changed_relation }}
+    {%- else %}
     {{ records }}
-),
-{%- endif %}
-
--- operand values: one edge from a live entity to each of its non-empty values
-{% for value in operand_values %}
-values_{{ loop.index0 }} as (
-    -- {{ value.label }}
-    select
-        src,
-        {{ dbt_merge._entity_value_node_sql(value.group, value.type, 'dbt_merge_value') }} as dst
-    from (
-        {{ value.sql }}
-    ) as operand_values
-    where dbt_merge_value is not null
-    {%- if value.type == 'string' %}
-        and dbt_merge_value != ''
     {%- endif %}
-),
-{% endfor %}
-
-edges as (
-    -- every live entity: an edge to itself
-    select node as src, node as dst from changed where live
-    {% for value in operand_values %}
-    union all
-    select src, dst from values_{{ loop.index0 }}
-    {% endfor %}
 ),
 
 next_rows as (
-    select edges.src, edges.dst, changed.fingerprint
-    from (select distinct src, dst from edges) as edges
-    join changed
-        on changed.node = edges.src
+    -- a live record: an edge to itself, so that a record that matches nothing is a
+    -- component of one, and an edge to each value node of its operands
+    select
+        node as src,
+        explode(array_distinct(concat(array(node), value_nodes))) as dst,
+        fingerprint
+    from changed
+    where live
     union all
     -- a deleted record: one row without an edge; a record gone from its dataset keeps
     -- one too (its tombstone, without a fingerprint) until it comes back
@@ -140,45 +121,35 @@ left semi join changed
 left anti join next_rows
     on next_rows.src = stored.src and next_rows.dst <=> stored.dst
 {%- endif %}
+{% endset %}
+{%- if incremental %}
+    {#-- staged too: the MERGE then reads a small table of known size --#}
+    select * from {{ dbt_merge._entity_stage('batch', rows) }}
+{%- else %}
+    {{ rows }}
+{%- endif %}
 {% endmacro %}
 
 
-{#-- Per operand of every equality group: {label, group, type, sql}, sql the select of
-     each live entity's node (src) and its operand value (dbt_merge_value, one row per
-     element of an array operand), type the type values compare as. With only_cte, only
-     the entities that CTE holds with a fingerprint (node, fingerprint). --#}
-{% macro _entity_operand_values(spec, only_cte=none) %}
-    {% set operand_values = [] %}
-    {% for group in spec.groups %}
-        {% set group_index = loop.index0 %}
-        {% for operand in group.operands %}
-            {% set dataset = spec.datasets[operand.offset] %}
-            {% set element = dbt_merge._array_element_type(operand.type) %}
-            {% set value_sql -%}
-                select
-                    {{ dbt_merge._entity_node_sql(dataset) }} as src,
-                    {%- if element %}
-                    explode({{ operand.sql }}) as dbt_merge_value
-                    {%- else %}
-                    {{ operand.sql }} as dbt_merge_value
-                    {%- endif %}
-                from {{ dataset.relation }} as {{ dataset.alias }}
-                where {{ dbt_merge._entity_is_live_sql(dataset) }}
-                {%- if only_cte %}
-                    and {{ dbt_merge._entity_node_sql(dataset) }} in (
-                        select node from {{ only_cte }} where fingerprint is not null
-                    )
-                {%- endif %}
-            {%- endset %}
-            {% do operand_values.append({
-                'label': group.labels | join(' + '),
-                'group': group_index,
-                'type': dbt_merge._normalized_type(element if element else operand.type),
-                'sql': value_sql,
-            }) %}
-        {% endfor %}
-    {% endfor %}
-    {{ return(operand_values) }}
+{#-- The value nodes of a record of the dataset, as an array<string>: one per non-empty
+     value of each of its operands in every equality group (per element of an array
+     operand). Null and empty-string values make none. --#}
+{% macro _entity_value_nodes_sql(spec, dataset) %}
+    {%- set parts = [] %}
+    {%- for group in spec.groups %}
+        {%- set group_index = loop.index0 %}
+        {%- for operand in group.operands if operand.offset == dataset.offset %}
+            {%- set element = dbt_merge._array_element_type(operand.type) %}
+            {%- set value_type = dbt_merge._normalized_type(element if element else operand.type) %}
+            {%- set values = operand.sql if element else 'array(' ~ operand.sql ~ ')' %}
+            {%- set keep = 'dbt_merge_v is not null' ~ (" and dbt_merge_v != ''" if value_type == 'string' else '') %}
+            {%- do parts.append(
+                'transform(filter(' ~ values ~ ', dbt_merge_v -> ' ~ keep ~ '), dbt_merge_v -> '
+                ~ dbt_merge._entity_value_node_sql(group_index, value_type, 'dbt_merge_v') ~ ')'
+            ) %}
+        {%- endfor %}
+    {%- endfor %}
+    {{- return('concat(' ~ (parts | join(', ')) ~ ')' if parts else 'cast(array() as array<string>)') -}}
 {% endmacro %}
 
 

@@ -45,6 +45,10 @@
                 and {{ dbt_merge._is_entity_node_sql('node') }}
         {% endset %}
         {% do scope.update({'affected': dbt_merge._entity_stage('affected', affected)}) %}
+        {% if run_query('select 1 from ' ~ scope.affected ~ ' limit 1').rows | length == 0 %}
+            {#-- no component changed since the last run: nothing to emit --#}
+            {{ return('select * from ' ~ this ~ ' where false') }}
+        {% endif %}
     {% endif %}
     {#-- the ids were checked by equality_edges, the node these components come from;
          a change-following run checks only the components that changed --#}

@@ -267,7 +267,10 @@ EXECUTED = {
     "_check_max_merged": r"having count\(\*\) > \d+\s+order by member_count",
     "_entity_next_batch": r"select greatest\( unix_micros\(current_timestamp\(\)\)",
     "_check_entity_declaration": r"select declaration from \S+people_follow_edges",
-    "_entity_stage": r"create table \S+people_follow_edges__dbt_merge_changed as .*full outer join",
+    "_entity_stage": (
+        r"create table \S+people_follow_edges__dbt_merge_"
+        r"(changed as .*full outer join|batch as .*true as `\$drop`)"
+    ),
     "_expression_type": r"describe query select",
     "_check_upsert_batch": r"select count_if\(",
     "_check_upsert_table_settings": r"show tblproperties \S+ \('dbt_merge\.upsert'\)",
@@ -309,8 +312,7 @@ NOT_SQL = {
     "_entity_value_node_prefix": "returns the value-node prefix (a string)",
     "_is_entity_node_sql": "a condition, parsed inside merge_entities and _check_max_merged",
     "_entity_value_node_sql": "an expression, parsed inside equality_edges",
-    "_entity_operand_values": "returns the operand values (a list of dicts); their SQL is "
-    "parsed in people_edges",
+    "_entity_value_nodes_sql": "an expression, parsed inside equality_edges",
     "_entity_id_sql": "an expression, parsed inside equality_edges and merge_entities",
     "_entity_node_sql": "an expression, parsed inside equality_edges and merge_entities",
     "_entity_ids_sql": "an expression, parsed inside merge_entities",
@@ -415,7 +417,7 @@ SHAPES = {
     "people_edges": ([exp.Query], ["explode(", "concat('0|'"]),
     "people_follow_edges": (
         [exp.Query],
-        ["true as `$drop`", "people_follow_edges__dbt_merge_changed"],
+        ["people_follow_edges__dbt_merge_batch"],
     ),
     "entity_state_sql": ([exp.Merge], ["when matched and source.`$drop` then delete", "<=>"]),
     "people": ([exp.Query], ["left anti join", "`$replaced`", "(select coalesce(max(`_updated`)"]),
@@ -437,7 +439,7 @@ SHAPES = {
 # the tables each node's statements must read or write
 TABLES = {
     "people_edges": {"crm", "billing"},
-    "people_follow_edges": {"crm", "billing", "people_follow_edges"},
+    "people_follow_edges": {"people_follow_edges__dbt_merge_batch"},
     "entity_state_sql": {"people_follow_edges", "people_edges"},
     "people": {"crm", "billing", "people_components", "people"},
     "people_first": {"crm", "billing", "people_components"},

@@ -6,7 +6,8 @@
     row has a null dst). One MERGE, so one atomic commit.
 
     The key is the model's unique_key, or by default the key of the state table the
-    batch is: (src, dst) for edges, node for components.
+    batch is: (src, dst) for edges, node for components. An empty batch writes nothing
+    (no MERGE, no commit): a run that finds no change costs no scan of the target.
 --#}
 {% macro get_incremental_entity_state_sql(arg_dict) %}
     {{ return(adapter.dispatch('get_incremental_entity_state_sql', 'dbt_merge')(arg_dict)) }}
@@ -18,6 +19,9 @@
     {%- set source = arg_dict['temp_relation'] %}
     {%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list %}
     {%- set keys = dbt_merge._entity_state_keys(target, arg_dict.get('unique_key'), columns) %}
+    {%- if run_query('select 1 from ' ~ source ~ ' limit 1').rows | length == 0 %}
+select 'dbt_merge: an empty batch, nothing to write' as entity_state
+    {%- else %}
 merge into {{ target }} as target
 using {{ source }} as source
 on {% for key in keys %}target.{{ adapter.quote(key) }} <=> source.{{ adapter.quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
@@ -28,6 +32,7 @@ when matched then update set
     {%- endfor %}
 when not matched and not source.`$drop` then insert ({% for column in columns %}{{ adapter.quote(column) }}{{ ', ' if not loop.last }}{% endfor %})
     values ({% for column in columns %}source.{{ adapter.quote(column) }}{{ ', ' if not loop.last }}{% endfor %})
+    {%- endif %}
 {% endmacro %}
 
 

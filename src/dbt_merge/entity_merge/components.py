@@ -40,6 +40,10 @@ logger = logging.getLogger(__name__)
 # _entity_value_node_prefix() (macros/entity_merge/_entity_nodes.sql), the same string
 VALUE_NODE_PREFIX = "="
 
+# a set of at most this many nodes (or labels) is broadcast to the join that reads
+# the stored edges or components (some tens of MB of names)
+BROADCAST_ROWS = 1_000_000
+
 
 def entity_components(
     edges: DataFrame, previous: DataFrame | None = None, **closure_options: Any
@@ -86,26 +90,38 @@ def entity_components(
         closed = connected_components(live, "src", "dst", **closure_options)
         return _changes(closed, previous.select("node"), batch)
 
-    new = edges.where(F.col("_batch") > seen)
-    touched = (
+    # each step is computed once and joined by broadcast while it is small: the stored
+    # edges and components are then read without a shuffle
+    new = materialize(edges.where(F.col("_batch") > seen).select("src", "dst"))
+    touched = materialize(
         new.select(F.col("src").alias("node"))
         .union(new.where(F.col("dst").isNotNull()).select(F.col("dst").alias("node")))
         .distinct()
     )
-    labels = (
-        previous.join(touched, "node", "left_semi")
+    labels = materialize(
+        previous.join(_small(touched), "node", "left_semi")
         .where(F.col("component").isNotNull())
         .select("component")
         .distinct()
     )
-    affected = previous.join(labels, "component", "left_semi").select("node")
-    # computed once: the closure reads the subgraph twice (its estimate, then the
-    # closure) and the state rows read the affected nodes again
-    affected = materialize(affected.union(new.select(F.col("src").alias("node"))).distinct())
+    affected = materialize(
+        previous.join(_small(labels), "component", "left_semi")
+        .select("node")
+        .union(new.select(F.col("src").alias("node")))
+        .distinct()
+    )
     entity_nodes = affected.where(~F.col("node").startswith(VALUE_NODE_PREFIX))
-    subgraph = live.join(entity_nodes.withColumnRenamed("node", "src"), "src", "left_semi")
+    subgraph = materialize(
+        live.join(_small(entity_nodes.withColumnRenamed("node", "src")), "src", "left_semi")
+    )
     closed = connected_components(subgraph, "src", "dst", **closure_options)
     return _changes(closed, affected, batch)
+
+
+def _small(df: DataFrame) -> DataFrame:
+    """A materialized frame, marked for a broadcast join when it has few rows (Spark
+    cannot tell: a materialized frame has no size estimate)."""
+    return F.broadcast(df) if df.count() <= BROADCAST_ROWS else df
 
 
 def _state_rows(components: DataFrame, batch: int) -> DataFrame:
