@@ -4,6 +4,7 @@ runs on the embedded `spark_session` adapter (local[2], a warehouse under bench/
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import textwrap
 from pathlib import Path
@@ -11,6 +12,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
 WAREHOUSE = OUT / "warehouse"
+
+# DBT_MERGE_BENCH_EVENT_LOG=<dir>: Spark writes its event log there (every job's time
+# and call site, for profiling a run; bench/spark_jobs.py prints them)
+_EVENT_LOG_DIR = os.environ.get("DBT_MERGE_BENCH_EVENT_LOG")
+EVENT_LOG = (
+    f'        spark.eventLog.enabled: "true"\n        spark.eventLog.dir: "{_EVENT_LOG_DIR}"\n'
+    if _EVENT_LOG_DIR
+    else ""
+)
 
 
 class BenchProject:
@@ -55,6 +65,7 @@ class BenchProject:
                         spark.driver.memory: "6g"
                 """
             )
+            + EVENT_LOG
         )
 
     def dbt(self, *args: str):

@@ -4,8 +4,9 @@ A throw-away dbt project (bench/out/entity_merge_project) installs dbt_merge as 
 package and declares one merge over three generated datasets (CRM, billing, support)
 of `records` rows in all: people appear in one to three systems, match on a
 lower-cased email or a phone, 1% are deleted, and a CRM record carries the phone of
-the next person, so people form chains of `--chain` (default 25): merges that are
-transitive over dozens of hops, as households and shared devices make them. The figures are the
+the next person, so people form chains of `--chain` (default 25, 3 with --incremental):
+merges that are transitive over dozens of hops, as households and shared devices make
+them. The figures are the
 node times dbt reports, plus the whole `dbt run`.
 
 Baseline, in the same process on the same data: what a hand-written Spark job
@@ -17,8 +18,11 @@ when the cap is hit.
 
 With --incremental, the same merge follows the change (edges and components keep
 state, SPEC §1 'Change-driven runs'): a full build, then deliveries that change 0.1%
-and 1% of the records (a new email, so people join and split), then one that changes
-nothing; each run's three merge nodes are timed and divided by the full build's.
+and 1% of the records (a new email: one in ten takes a far person's, so components
+join, the others a fresh one, so records whose email linked them split off), then one
+that changes nothing; each run's three merge nodes are timed and divided by the full
+build's, and the share of the graph's nodes the run closed again is printed (what an
+incremental run costs grows with it: `--chain 25` makes every component ~94 records).
 
 Usage:
   .venv/bin/python bench/entity_merge_bench.py --sizes 100000,1000000 [--baseline-cap 600]
@@ -54,10 +58,14 @@ PROJECT = BenchProject("bench_entity_merge", SCHEMA)
 
 # people are numbered; a person has an email and a phone; each system holds some people
 # a delivery changes the email of a share of the records (var changed_share, by a hash
-# of the id and the delivery number): people join others or split from them
+# of the id and the delivery number): one in ten takes the email of a person far away
+# (two components join), the others a new address of their own (a record whose email
+# linked it splits off)
 CHANGED = (
-    "case when {changed} then concat('moved', {delivery}, '-', (_person * 7) % 1000, "
-    "'@example.com') else {email} end"
+    "case when not ({changed}) then {email} "
+    "when pmod(xxhash64(_id, {delivery}, 'join'), 10) = 0 "
+    "then concat('p', pmod(_person + 7919 * {delivery}, {people}), '@example.com') "
+    "else concat('new', {delivery}, '-', _id, '@example.com') end"
 )
 DATASETS = {
     "crm": "select concat('c', id) as _id, _person, "
@@ -113,7 +121,9 @@ def write_project(records: int, chain: int, incremental: bool = False) -> None:
             f" from range({per_dataset})"
         )
         body = select.replace("{chain}", str(chain))
-        email = CHANGED.format(changed=changed, delivery="{{ var('delivery', 0) }}", email="email")
+        email = CHANGED.format(
+            changed=changed, delivery="{{ var('delivery', 0) }}", email="email", people=people
+        )
         models[f"{name}.sql"] = (
             f"with g as ({generated}),\nbase as ({body} from g)\n"
             f"select _id, _person, {email} as email, phone, is_deleted from base\n"
@@ -196,25 +206,42 @@ def incremental_runs(size: int, chain: int, shares: list[float]) -> dict:
             {
                 "run": label,
                 "changed_share": 0 if label == "nothing changed" else share,
+                "closed_again_share": closed_again_share(),
                 **timed,
                 "merge_s": round(merge_s, 1),
                 "ratio_to_full": round(merge_s / full_s, 3),
             }
         )
         print(json.dumps(runs[-1]), flush=True)
-    return {"records": size, "runs": runs}
+    return {"records": size, "chain": chain, "runs": runs}
+
+
+def closed_again_share() -> float:
+    """The share of the graph's nodes that the last components run wrote (closed again)."""
+    spark = sessions.get_session(
+        sessions.SessionSettings(warehouse=WAREHOUSE, log_dir=OUT / "logs")
+    )
+    row = spark.sql(
+        f"select count_if(`_batch` = (select max(`_batch`) from {SCHEMA}.people_components)),"
+        f" count(*) from {SCHEMA}.people_components"
+    ).first()
+    return round(row[0] / row[1], 5)
 
 
 def print_incremental(results: list[dict]) -> None:
     print()
-    print("| records | run | edges | components | merged | three nodes | ÷ full build |")
-    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    print(
+        "| records | run | nodes closed again | edges | components | merged | three nodes "
+        "| ÷ full build |"
+    )
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for result in results:
         for run in result["runs"]:
             nodes = run["nodes_s"]
             ratio = run.get("ratio_to_full")
             print(
-                f"| {result['records']:,} | {run['run']} | {nodes['people_edges']} s "
+                f"| {result['records']:,} | {run['run']} "
+                f"| {run.get('closed_again_share', 1):.2%} | {nodes['people_edges']} s "
                 f"| {nodes['people_components']} s | {nodes['people']} s | {run['merge_s']} s "
                 f"| {'1' if ratio is None else f'{ratio:.3f}'} |"
             )
@@ -283,8 +310,9 @@ def main() -> None:
     parser.add_argument(
         "--chain",
         type=int,
-        default=25,
-        help="people linked in a chain (a CRM phone is the next one's)",
+        default=None,
+        help="people linked in a chain (a CRM phone is the next one's); default 25, "
+        "3 with --incremental",
     )
     parser.add_argument("--json", type=Path, default=OUT / "entity_merge.json")
     parser.add_argument(
@@ -298,10 +326,9 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.incremental:
+        chain = args.chain or 3
         shares = [float(s) for s in args.shares.split(",")]
-        results = [
-            incremental_runs(int(size), args.chain, shares) for size in args.sizes.split(",")
-        ]
+        results = [incremental_runs(int(size), chain, shares) for size in args.sizes.split(",")]
         path = args.json.with_name("entity_merge_incremental.json")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"results": results}, indent=2))
@@ -310,7 +337,7 @@ def main() -> None:
 
     results = []
     for size in [int(s) for s in args.sizes.split(",")]:
-        write_project(size, args.chain)
+        write_project(size, args.chain or 25)
         dbt("deps")
         print(f"records={size:,}: dbt run ...", flush=True)
         ours = run_dbt_merge()

@@ -167,6 +167,15 @@ def test_relative_paths_resolve_against_the_project(tmp_path):
     assert settings.log_dir == Path("/abs/logs")
 
 
+def test_statement_label_names_the_dbt_node_and_the_statement_start():
+    sql = (
+        '/* {"app": "dbt", "node_id": "model.proj.people_edges"} */\n'
+        "create table t\n   as select 1"
+    )
+    assert sessions.statement_label(sql) == "model.proj.people_edges: create table t as select 1"
+    assert sessions.statement_label("select  2 " + "x" * 200) == ("select 2 " + "x" * 200)[:120]
+
+
 def test_short_error_drops_java_frames():
     text = "boom: bad thing\n\tat org.foo.Bar(Bar.java:1)\n\tat org.foo.Baz(Baz.java:2)"
     assert sessions.short_error(RuntimeError(text)) == "boom: bad thing"

@@ -411,6 +411,17 @@ def short_error(exc: BaseException) -> str:
     return "\n".join(kept).strip() or type(exc).__name__
 
 
+_NODE_ID = re.compile(r'"node_id":\s*"([^"]+)"')
+
+
+def statement_label(sql: str) -> str:
+    """What the Spark UI and event log call a statement's jobs: the dbt node (from dbt's
+    query comment) and the statement's start, blanks collapsed."""
+    node = _NODE_ID.search(sql)
+    start = " ".join(re.sub(r"/\*.*?\*/", " ", sql, flags=re.S).split())[:120]
+    return f"{node.group(1) + ': ' if node else ''}{start}"
+
+
 class SessionCursor:
     """A DB-API-like cursor over the shared SparkSession."""
 
@@ -427,6 +438,8 @@ class SessionCursor:
             sql = bind(sql, bindings)
         target = view_session(self._session) if is_persistent_view_ddl(sql) else self._session
         self._rows = None
+        # names the jobs of this statement (eager ones now, a later fetch's too)
+        target.sparkContext.setJobDescription(statement_label(sql))
         try:
             self._df = target.sql(sql)
         except Exception as exc:
