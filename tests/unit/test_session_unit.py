@@ -169,8 +169,7 @@ def test_relative_paths_resolve_against_the_project(tmp_path):
 
 def test_statement_label_names_the_dbt_node_and_the_statement_start():
     sql = (
-        '/* {"app": "dbt", "node_id": "model.proj.people_edges"} */\n'
-        "create table t\n   as select 1"
+        '/* {"app": "dbt", "node_id": "model.proj.people_edges"} */\ncreate table t\n   as select 1'
     )
     assert sessions.statement_label(sql) == "model.proj.people_edges: create table t as select 1"
     assert sessions.statement_label("select  2 " + "x" * 200) == ("select 2 " + "x" * 200)[:120]
