@@ -22,6 +22,10 @@ The data is built from "persons" so that the expected clusters are known:
 Every email and phone that is not meant to be shared is fresh and globally unique, so there are
 no placeholder values and no accidental giant clusters. Rerunning gives byte-identical files.
 
+``seeds/crm_customer_changes.csv`` (delivery 2 of the CRM: a join, a split, an update) is
+written by hand against these files; files generated with other settings need its rows
+picked again.
+
 Usage: ``python scripts/make_demo_customers.py``
 """
 

@@ -1,4 +1,5 @@
-"""The repository's own dbt project: `dbt build` twice (full, then incremental) and docs."""
+"""The repository's own dbt project: `dbt build` twice (full, then incremental), docs, and
+the walkthroughs of the README (orders, bundles, the customers merge's delivery 2)."""
 
 from __future__ import annotations
 
@@ -72,7 +73,24 @@ def test_first_build_runs_every_node(first_build):
     assert first_build["sesam_golden_matches_expected"] == "pass", "the Sesam example, row for row"
 
 
-def _reference_customers() -> set[frozenset[str]]:
+def _seed_rows(file: str) -> list[dict[str, str]]:
+    with open(ROOT / "seeds" / file, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _crm_records(delivery: int) -> list[dict[str, str]]:
+    """The CRM as stg_crm_customers delivers it: crm_customers with the latest version
+    from crm_customer_changes up to ``delivery`` in the place of each changed record."""
+    records = {row["_id"]: row for row in _seed_rows("crm_customers.csv")}
+    changes = [
+        row for row in _seed_rows("crm_customer_changes.csv") if int(row["delivery"]) <= delivery
+    ]
+    for change in sorted(changes, key=lambda row: (int(row["delivery"]), int(row["change_id"]))):
+        records[change["_id"]] = change
+    return list(records.values())
+
+
+def _reference_customers(delivery: int = 1) -> set[frozenset[str]]:
     """The customers merge recomputed in plain Python from the seed files (union-find)."""
     parent: dict[str, str] = {}
 
@@ -83,23 +101,22 @@ def _reference_customers() -> set[frozenset[str]]:
         return x
 
     sources = [
-        ("0", "crm_customers.csv", "emails", "phone"),
-        ("1", "billing_accounts.csv", "email", "phone"),
-        ("2", "support_contacts.csv", "contact_email", "phone"),
+        ("0", _crm_records(delivery), "emails", "phone"),
+        ("1", _seed_rows("billing_accounts.csv"), "email", "phone"),
+        ("2", _seed_rows("support_contacts.csv"), "contact_email", "phone"),
     ]
-    for offset, file, email_column, phone_column in sources:
-        with open(ROOT / "seeds" / file, newline="", encoding="utf-8") as handle:
-            for row in csv.DictReader(handle):
-                if row.get("is_deleted") == "true":
-                    continue
-                node = f"{offset}|{row['_id']}"
-                find(node)
-                values = [f"email:{e.strip().lower()}" for e in row[email_column].split(";")]
-                digits = "".join(ch for ch in row[phone_column] if ch.isdigit())[-8:]
-                values.append(f"phone:{digits}")
-                for value in values:
-                    if value.split(":", 1)[1]:
-                        parent[find(node)] = find(value)
+    for offset, records, email_column, phone_column in sources:
+        for row in records:
+            if row.get("is_deleted") == "true":
+                continue
+            node = f"{offset}|{row['_id']}"
+            find(node)
+            values = [f"email:{e.strip().lower()}" for e in row[email_column].split(";")]
+            digits = "".join(ch for ch in row[phone_column] if ch.isdigit())[-8:]
+            values.append(f"phone:{digits}")
+            for value in values:
+                if value.split(":", 1)[1]:
+                    parent[find(node)] = find(value)
     groups: dict[str, set[str]] = {}
     for node in list(parent):
         if not node.startswith(("email:", "phone:")):
@@ -107,14 +124,18 @@ def _reference_customers() -> set[frozenset[str]]:
     return {frozenset(group) for group in groups.values()}
 
 
-def test_customers_merge_matches_a_reference_union_find(spark, first_build):
-    stored = rows(spark, f"select `_id` from {SCHEMA}.customers where not `$deleted`")
+def _live_customers(spark) -> set[frozenset[str]]:
+    """The stored live customers, each as the set of its members' `<offset>|<id>`."""
     merged = set()
-    for (entity_id,) in stored:
+    for (entity_id,) in rows(spark, f"select `_id` from {SCHEMA}.customers where not `$deleted`"):
         parts = entity_id.split("|")
         merged.add(frozenset(f"{o}|{i}" for o, i in zip(parts[::2], parts[1::2], strict=True)))
+    return merged
+
+
+def test_customers_merge_matches_a_reference_union_find(spark, first_build):
     reference = _reference_customers()
-    assert merged == reference
+    assert _live_customers(spark) == reference
     sizes = sorted(len(group) for group in reference)
     assert sizes.count(3) >= 200 and sizes[-1] <= 4, "three-system customers, no giant cluster"
     deleted = rows(
@@ -142,6 +163,11 @@ def test_second_build_takes_the_incremental_path(spark, first_build):
         f"update {SCHEMA}.demo_customer_activity set count_events = 999 where customer_id = 'c07'"
     )
     spark.sql(f"update {SCHEMA}.demo_event_log set amount = -1 where event_id = 'e001'")
+    state_batches = (
+        f"select (select max(`_batch`) from {SCHEMA}.customers_edges),"
+        f" (select max(`_batch`) from {SCHEMA}.customers_components)"
+    )
+    batches = rows(spark, state_batches)
     result = dbt("build")
     assert {r.node.name: r.status for r in result.result}["demo_customer_activity"] == "success"
     assert rows(
@@ -154,6 +180,7 @@ def test_second_build_takes_the_incremental_path(spark, first_build):
     assert rows(spark, f"select count(*), max(`_updated`) from {SCHEMA}.customers") == [
         (2330, 2329)
     ], "unchanged inputs: the incremental merge emitted nothing"
+    assert rows(spark, state_batches) == batches, "and its state models wrote no row"
     assert rows(spark, f"select count(*) from {SCHEMA}.demo_event_log") == [(20,)]
 
 
@@ -358,3 +385,160 @@ def test_a_run_that_died_between_the_bundles_and_their_provenance(spark, first_b
     dbt("run", "--select", *models, *delivery_2)
     assert rows(spark, BUNDLES) == AFTER_DELIVERY_2, "the re-run changed no bundle"
     assert_every_message_once_and_one_event_per_sent_bundle(spark)
+
+
+# The customers merge follows the change: delivery 2 of the CRM (seed
+# crm_customer_changes), the README's walkthrough in "Following the change". These tests
+# come last in this module, because their fixture leaves the customers models built from
+# scratch with delivery 2.
+DELIVERY_2 = ["--vars", json.dumps({"customers_delivery": 2})]
+JOINED = "0|crm-00726|1|bill-00063|2|sup-00920"
+SPLIT = "0|crm-00272|0|crm-00752|1|bill-01143|2|sup-00904"
+UPDATED = "0|crm-00160|1|bill-00154"
+# what delivery 2 emits, in _updated order (that is, by _id): _id, $deleted, $replaced, $ids
+DELIVERY_2_EMITS = [
+    (UPDATED, False, False, ["crm-00160", "bill-00154"]),  # crm-00160 moved to Bergen
+    ("0|crm-00272", False, False, ["crm-00272"]),  # a part of the split
+    (SPLIT, True, True, ["crm-00272", "crm-00752", "bill-01143", "sup-00904"]),
+    ("0|crm-00726", True, True, ["crm-00726"]),  # joined into JOINED
+    (JOINED, False, False, ["crm-00726", "bill-00063", "sup-00920"]),
+    ("0|crm-00752", True, False, ["crm-00752"]),  # the deleted bridge, stored alone
+    ("1|bill-00063|2|sup-00920", True, True, ["bill-00063", "sup-00920"]),  # joined
+    ("1|bill-01143|2|sup-00904", False, False, ["bill-01143", "sup-00904"]),  # a part
+]
+# the records of the three components delivery 2 touched (before and after it)
+TOUCHED_RECORDS = [
+    "0|crm-00160",
+    "0|crm-00272",
+    "0|crm-00726",
+    "0|crm-00752",
+    "1|bill-00063",
+    "1|bill-00154",
+    "1|bill-01143",
+    "2|sup-00904",
+    "2|sup-00920",
+]
+
+
+def _customers_rows(spark) -> dict[str, dict]:
+    """Every stored customer without its _updated, by _id."""
+    table = spark.table(f"{SCHEMA}.customers").drop("_updated")
+    return {row["_id"]: row for row in map(json.loads, table.toJSON().collect())}
+
+
+def _state_rows(spark, model: str) -> set[str]:
+    """A state model's rows without _batch, as JSON; a row without a component (a
+    record that left the graph, which only a change-following run keeps) left out."""
+    table = spark.table(f"{SCHEMA}.{model}").drop("_batch")
+    if "component" in table.columns:
+        table = table.where("component is not null")
+    return set(table.toJSON().collect())
+
+
+@pytest.fixture(scope="module")
+def customers_delivery_2(spark, first_build):
+    """The customers merge at delivery 1 (as the module's builds left it), delivery 2
+    applied by an incremental run, then the same inputs built from scratch."""
+    before = dict(rows(spark, f"select `_id`, `_updated` from {SCHEMA}.customers"))
+    recorded = rows(spark, f"select count(*) from {SCHEMA}.customers_provenance")[0][0]
+    last_batch = {
+        model: rows(spark, f"select max(`_batch`) from {SCHEMA}.{model}")[0][0]
+        for model in ("customers_edges", "customers_components")
+    }
+    dbt("run", "--select", "stg_crm_customers+", *DELIVERY_2)
+    after = {
+        "updated": dict(rows(spark, f"select `_id`, `_updated` from {SCHEMA}.customers")),
+        "emitted": rows(
+            spark,
+            f"select `_id`, `$deleted`, `$replaced`, `$ids`, `_updated` from {SCHEMA}.customers"
+            f" where `_updated` > {max(before.values())} order by `_updated`",
+        ),
+        "events": rows(
+            spark,
+            f"select event_type, child_id, parent_ids, child_updated"
+            f" from {SCHEMA}.customers_provenance order by child_updated",
+        )[recorded:],
+        "live": _live_customers(spark),
+        # the records whose rows each state model wrote in this run (a newer _batch)
+        "written": {
+            model: [
+                node
+                for (node,) in rows(
+                    spark,
+                    f"select distinct {key} from {SCHEMA}.{model}"
+                    f" where `_batch` > {last_batch[model]} and {key} not like '=%' order by 1",
+                )
+            ]
+            for model, key in (("customers_edges", "src"), ("customers_components", "node"))
+        },
+        # the merged model's change-following path stages the rows it emits
+        "staged": rows(spark, f"select count(*) from {SCHEMA}.customers__dbt_merge_emitted"),
+        "customers": _customers_rows(spark),
+        "edges": _state_rows(spark, "customers_edges"),
+        "components": _state_rows(spark, "customers_components"),
+    }
+    models = ["stg_crm_customers", "customers_edges", "customers_components", "customers"]
+    dbt("run", "--select", *models, "--full-refresh", *DELIVERY_2)
+    from_scratch = {
+        "customers": _customers_rows(spark),
+        "edges": _state_rows(spark, "customers_edges"),
+        "components": _state_rows(spark, "customers_components"),
+    }
+    return before, after, from_scratch
+
+
+def test_delivery_2_joins_two_customers_and_splits_one(customers_delivery_2):
+    before, after, _ = customers_delivery_2
+    assert max(before.values()) == 2329 and len(before) == 2330, "delivery 1, numbered from 0"
+    assert [row[:4] for row in after["emitted"]] == DELIVERY_2_EMITS
+    assert [row[4] for row in after["emitted"]] == list(range(2330, 2338)), (
+        "_updated continues after delivery 1's maximum, in _id order"
+    )
+    emitted = {row[0] for row in DELIVERY_2_EMITS}
+    assert {i: u for i, u in after["updated"].items() if i not in emitted} == {
+        i: u for i, u in before.items() if i not in emitted
+    }, "every other customer is left as it was"
+    assert len(after["updated"]) == 2334, "new ids: the joined one, two parts, the deleted bridge"
+    assert after["live"] == _reference_customers(delivery=2) != _reference_customers()
+    joined, updated = after["customers"][JOINED], after["customers"][UPDATED]
+    assert json.loads(joined["entity"])["emails"] == [
+        "sven.nystrom72@mail.example",
+        "Sven_Nyst877@Mail.example",
+    ], "the CRM's new address is the billing account's, in another case"
+    assert updated["city"] == ["Bergen"] and json.loads(updated["entity"])["city"] == "Bergen"
+
+
+def test_delivery_2_closes_again_only_what_it_touched(customers_delivery_2):
+    _, after, _ = customers_delivery_2
+    assert after["written"] == {
+        "customers_edges": ["0|crm-00160", "0|crm-00726", "0|crm-00752"],  # the changed records
+        "customers_components": TOUCHED_RECORDS,
+    }
+    assert after["staged"] == [(8,)], "the merged model took the change-following path"
+
+
+def test_delivery_2_provenance(customers_delivery_2):
+    _, after, _ = customers_delivery_2
+    assert after["events"] == [
+        ("JOIN", UPDATED, ["crm-00160", "bill-00154"], 2330),
+        ("JOIN", "0|crm-00272", ["crm-00272"], 2331),
+        ("REPLACED", SPLIT, ["crm-00272", "crm-00752", "bill-01143", "sup-00904"], 2332),
+        ("REPLACED", "0|crm-00726", ["crm-00726"], 2333),
+        ("JOIN", JOINED, ["crm-00726", "bill-00063", "sup-00920"], 2334),
+        ("DELETE", "0|crm-00752", ["crm-00752"], 2335),
+        ("REPLACED", "1|bill-00063|2|sup-00920", ["bill-00063", "sup-00920"], 2336),
+        ("JOIN", "1|bill-01143|2|sup-00904", ["bill-01143", "sup-00904"], 2337),
+    ], "one event per emitted version, and only delivery 2's"
+
+
+def test_delivery_2_equals_a_from_scratch_build(customers_delivery_2):
+    _, after, from_scratch = customers_delivery_2
+    incremental = after["customers"]
+    retired = {i: incremental[i] for i in set(incremental) - set(from_scratch["customers"])}
+    assert set(retired) == {"0|crm-00726", "1|bill-00063|2|sup-00920", SPLIT}
+    assert all(row["$deleted"] and row["$replaced"] for row in retired.values())
+    assert {i: incremental[i] for i in from_scratch["customers"]} == from_scratch["customers"], (
+        "every id a from-scratch build has, row for row but _updated"
+    )
+    assert after["edges"] == from_scratch["edges"], "the state too, but _batch"
+    assert after["components"] == from_scratch["components"]
