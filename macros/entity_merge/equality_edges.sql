@@ -32,58 +32,40 @@
     {% if not execute %}
         {{ return('select cast(null as string) as src, cast(null as string) as dst, cast(null as bigint) as fingerprint, cast(null as bigint) as `_batch`, cast(null as string) as declaration') }}
     {% endif %}
-    {% do dbt_merge._check_entity_ids(spec) %}
-    {% do dbt_merge._failpoint('entity_merge.before_edges') %}
     {% set incremental = is_incremental() %}
     {% if incremental %}
         {% do dbt_merge._check_entity_state_columns(spec, this, ['src', 'dst', 'fingerprint', '_batch', 'declaration']) %}
         {% do dbt_merge._check_entity_declaration(spec, this) %}
+        {#-- the records that differ from the stored state, staged once; the ids are
+             checked on them (the same scan finds duplicates and null ids) --#}
+        {% set changed_relation = dbt_merge._entity_stage('changed', dbt_merge._entity_changed_records_sql(spec)) %}
+        {% do dbt_merge._check_entity_ids(spec, changed_relation) %}
+    {% else %}
+        {% do dbt_merge._check_entity_ids(spec) %}
     {% endif %}
+    {% do dbt_merge._failpoint('entity_merge.before_edges') %}
     {% set batch = dbt_merge._entity_next_batch(this if incremental else none) %}
 
-{#-- every input record: its node, the fingerprint of its row, whether it is live, and
-     the value nodes of its operands (one scan of each dataset) --#}
-{% set records %}
-    {% for dataset in spec.datasets %}
+{% set rows %}
+with
+
+-- every input record (a change-following run: every new or changed one): its node,
+-- the fingerprint of its row, whether it is live, and the value nodes of its operands
+current_records as (
+    {%- for dataset in spec.datasets %}
     select
         {{ dbt_merge._entity_node_sql(dataset) }} as node,
         {{ dbt_merge._entity_fingerprint_sql(dataset) }} as fingerprint,
         {{ dbt_merge._entity_is_live_sql(dataset) }} as live,
         {{ dbt_merge._entity_value_nodes_sql(spec, dataset) }} as value_nodes
     from {{ dataset.relation }} as {{ dataset.alias }}
-    {% if not loop.last %}union all{% endif %}
-    {% endfor %}
-{% endset %}
-{% if incremental %}
-    {#-- the records whose fingerprint differs from the stored one: new, changed or gone
-         (gone: fingerprint null); staged once, the batch reads them three times --#}
-    {% set changed %}
-        select
-            coalesce(records.node, stored.node) as node,
-            records.fingerprint,
-            records.live,
-            records.value_nodes
-        from ({{ records }}) as records
-        full outer join (
-            select src as node, fingerprint
-            from {{ this }}
-            where (src = dst or dst is null) and fingerprint is not null
-        ) as stored
-            on stored.node = records.node
-        where not (records.fingerprint <=> stored.fingerprint)
-    {% endset %}
-    {% set changed_relation = dbt_merge._entity_stage('changed', changed) %}
-{% endif %}
-
-{% set rows %}
-with
-
-changed as (
     {%- if incremental %}
-    select * from {{ changed_relation }}
-    {%- else %}
-    {{ records }}
+    where {{ dbt_merge._entity_node_sql(dataset) }} in (
+        select node from {{ changed_relation }} where records = 1
+    )
     {%- endif %}
+    {% if not loop.last %}union all{% endif %}
+    {%- endfor %}
 ),
 
 next_rows as (
@@ -93,14 +75,22 @@ next_rows as (
         node as src,
         explode(array_distinct(concat(array(node), value_nodes))) as dst,
         fingerprint
-    from changed
+    from current_records
     where live
     union all
-    -- a deleted record: one row without an edge; a record gone from its dataset keeps
-    -- one too (its tombstone, without a fingerprint) until it comes back
+    -- a deleted record: one row without an edge
     select node as src, cast(null as string) as dst, fingerprint
-    from changed
-    where not live or fingerprint is null
+    from current_records
+    where not live
+    {%- if incremental %}
+    union all
+    -- a record gone from its dataset keeps one row too (its tombstone, without a
+    -- fingerprint) until it comes back
+    select node as src, cast(null as string) as dst, cast(null as bigint) as fingerprint
+    from {{ changed_relation }} as changed
+    left anti join current_records
+        on current_records.node = changed.node
+    {%- endif %}
 )
 
 select
@@ -116,7 +106,7 @@ union all
 -- the stored rows of changed records that are not rows any more
 select stored.src, stored.dst, stored.fingerprint, stored.`_batch`, stored.declaration, true as `$drop`
 from {{ this }} as stored
-left semi join changed
+left semi join {{ changed_relation }} as changed
     on changed.node = stored.src
 left anti join next_rows
     on next_rows.src = stored.src and next_rows.dst <=> stored.dst
@@ -129,6 +119,41 @@ left anti join next_rows
     {{ rows }}
 {%- endif %}
 {% endmacro %}
+
+
+{#-- The select of every record that differs from the stored state (this), one row per
+     (dataset_offset, node): new, changed (its fingerprint differs) or gone (records = 0),
+     and every id that is not unique (records > 1) or null (node null). One aggregation
+     over the datasets' records and the stored fingerprints, without the records'
+     values: what the MERGE writes is computed afterwards, for these records only. --#}
+{% macro _entity_changed_records_sql(spec) %}
+select
+    dataset_offset,
+    node,
+    count_if(is_record) as records,
+    max(if(is_record, fingerprint, null)) as fingerprint,
+    max(if(is_record, null, fingerprint)) as stored_fingerprint
+from (
+    {%- for dataset in spec.datasets %}
+    select
+        {{ dataset.offset }} as dataset_offset,
+        {{ dbt_merge._entity_node_sql(dataset) }} as node,
+        {{ dbt_merge._entity_fingerprint_sql(dataset) }} as fingerprint,
+        true as is_record
+    from {{ dataset.relation }} as {{ dataset.alias }}
+    union all
+    {%- endfor %}
+    select
+        cast(substring_index(src, '|', 1) as int) as dataset_offset,
+        src as node,
+        fingerprint,
+        false as is_record
+    from {{ this }}
+    where (src = dst or dst is null) and fingerprint is not null
+)
+group by dataset_offset, node
+having records != 1 or not (fingerprint <=> stored_fingerprint)
+{%- endmacro %}
 
 
 {#-- The value nodes of a record of the dataset, as an array<string>: one per non-empty
@@ -154,10 +179,18 @@ left anti join next_rows
 
 
 {#-- Null and duplicate ids make identities ambiguous: fail before anything is written.
-     Run once per merge, by its first node (equality_edges). --#}
-{% macro _check_entity_ids(spec) %}
+     Run once per merge, by its first node (equality_edges): over every record, or in a
+     change-following run over its staged changed records (changed, where a duplicate
+     id has records > 1 and a null id a null node). --#}
+{% macro _check_entity_ids(spec, changed=none) %}
     {% set checks = [] %}
-    {% for dataset in spec.datasets %}
+    {% if changed is not none %}
+        {% do checks.append(
+            'select dataset_offset, substring(node, instr(node, \'|\') + 1) as entity_id, records as row_count from '
+            ~ changed ~ ' where node is null or records > 1 order by node is not null, node limit 3'
+        ) %}
+    {% endif %}
+    {% for dataset in spec.datasets if changed is none %}
         {% set check -%}
             select * from (
                 select

@@ -263,13 +263,16 @@ RENDERED = {
 # macro -> a pattern of the statement it runs itself while rendering (or, for the
 # auto-merge check, in `dbt run-operation dbt_merge.execute_auto_merge`)
 EXECUTED = {
-    "_check_entity_ids": r"having entity_id is null or count\(\*\) > 1",
+    "_check_entity_ids": (
+        r"having entity_id is null or count\(\*\) > 1"
+        r"|where node is null or records > 1 order by"
+    ),
     "_check_max_merged": r"having count\(\*\) > \d+\s+order by member_count",
     "_entity_next_batch": r"select greatest\( unix_micros\(current_timestamp\(\)\)",
     "_check_entity_declaration": r"select declaration from \S+people_follow_edges",
     "_entity_stage": (
         r"create table \S+people_follow_edges__dbt_merge_"
-        r"(changed as .*full outer join|batch as .*true as `\$drop`)"
+        r"(changed as .*count_if\(is_record\)|batch as .*true as `\$drop`)"
     ),
     "_expression_type": r"describe query select",
     "_check_upsert_batch": r"select count_if\(",
@@ -313,6 +316,8 @@ NOT_SQL = {
     "_is_entity_node_sql": "a condition, parsed inside merge_entities and _check_max_merged",
     "_entity_value_node_sql": "an expression, parsed inside equality_edges",
     "_entity_value_nodes_sql": "an expression, parsed inside equality_edges",
+    "_entity_changed_records_sql": "a select, parsed inside the staging CREATE that "
+    "_entity_stage runs for people_follow_edges",
     "_entity_id_sql": "an expression, parsed inside equality_edges and merge_entities",
     "_entity_node_sql": "an expression, parsed inside equality_edges and merge_entities",
     "_entity_ids_sql": "an expression, parsed inside merge_entities",

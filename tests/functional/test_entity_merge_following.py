@@ -280,3 +280,36 @@ class TestFollowingTheChange(InstallsDbtMerge):
         deliveries.write(spark, schema)
         queries.clear()
         run_dbt(["run"], expect_pass=expect_pass, callbacks=[sql_recorder(queries)])
+
+    def test_bad_ids_in_a_change_following_run_write_nothing(self, project, spark):
+        """A change-following run checks ids on the records that changed (the same scan
+        that finds them): a duplicate or a null id fails the edges model, naming the
+        dataset and the id, and leaves the stored edges as they were."""
+        schema = project.test_schema
+        run_dbt(["deps"])
+        deliveries = Deliveries(seed=7)
+        for _ in range(3):
+            deliveries.random_delivery()
+        deliveries.write(spark, schema)
+        run_dbt(["run", "-s", "+f_edges"])
+        run_dbt(["run", "-s", "f_edges"])  # an incremental run that finds no change
+        snapshot = f"select snapshot_id from {schema}.f_edges.snapshots order by committed_at"
+        before = spark.sql(snapshot).collect()
+        existing = sorted(deliveries.records["a"])[0]
+        for bad_id, problem in ((existing, f"the id {existing} 2 times"), (None, "a null id")):
+            deliveries.write(spark, schema)
+            spark.sql(
+                f"insert into {schema}.input_a values "
+                f"({'null' if bad_id is None else repr(bad_id)}, 'e9', 1, false)"
+            )
+            queries: list[str] = []
+            results = run_dbt(
+                ["run", "-s", "f_edges"], expect_pass=False, callbacks=[sql_recorder(queries)]
+            )
+            message = results[0].message
+            # checked on the staged changed records, not by a scan of every dataset
+            assert [q for q in queries if "where node is null or records > 1" in q]
+            assert not [q for q in queries if "having entity_id is null" in q]
+            assert "entity merge 'm_cd'" in message and "'id_column'" in message, message
+            assert f"dataset raw_a (alias a) has {problem}" in message, message
+            assert spark.sql(snapshot).collect() == before, "the edges were written"
