@@ -200,13 +200,14 @@ def incremental_runs(size: int, chain: int, shares: list[float]) -> dict:
         dbt("run", "--select", *DATASETS, "--vars", variables)
         label = "nothing changed" if number == len(deliveries) - 1 else f"{share:.1%} changed"
         print(f"records={size:,}: {label} ...", flush=True)
+        seen = last_batch()
         timed = run_dbt_merge("--select", *MERGE_NODES, "--vars", variables)
         merge_s = sum(timed["nodes_s"][n] for n in MERGE_NODES)
         runs.append(
             {
                 "run": label,
                 "changed_share": 0 if label == "nothing changed" else share,
-                "closed_again_share": closed_again_share(),
+                "closed_again_share": closed_again_share(seen),
                 **timed,
                 "merge_s": round(merge_s, 1),
                 "ratio_to_full": round(merge_s / full_s, 3),
@@ -216,15 +217,21 @@ def incremental_runs(size: int, chain: int, shares: list[float]) -> dict:
     return {"records": size, "chain": chain, "runs": runs}
 
 
-def closed_again_share() -> float:
-    """The share of the graph's nodes that the last components run wrote (closed again)."""
+def components_query(sql: str):
     spark = sessions.get_session(
         sessions.SessionSettings(warehouse=WAREHOUSE, log_dir=OUT / "logs")
     )
-    row = spark.sql(
-        f"select count_if(`_batch` = (select max(`_batch`) from {SCHEMA}.people_components)),"
-        f" count(*) from {SCHEMA}.people_components"
-    ).first()
+    return spark.sql(sql.format(table=f"{SCHEMA}.people_components")).first()
+
+
+def last_batch() -> int:
+    return components_query("select max(`_batch`) from {table}")[0]
+
+
+def closed_again_share(seen: int) -> float:
+    """The share of the graph's nodes that the components run wrote (closed again):
+    the rows of batches after `seen`."""
+    row = components_query(f"select count_if(`_batch` > {seen}), count(*) from {{table}}")
     return round(row[0] / row[1], 5)
 
 
