@@ -35,6 +35,10 @@
     {% do dbt_merge._failpoint('entity_merge.before_merged') %}
     {% set incremental = is_incremental() %}
     {% set scope = dbt_merge._entity_change_scope(spec, components) if incremental else none %}
+    {% if scope and scope.unchanged %}
+        {#-- the components have not changed since the last run: nothing to emit --#}
+        {{ return('select * from ' ~ this ~ ' where false') }}
+    {% endif %}
     {% if scope %}
         {#-- a change-following run: the nodes of the changed components, staged once
              (_entity_stage): the check below, the entities and the rows to emit read them --#}

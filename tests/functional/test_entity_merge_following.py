@@ -227,6 +227,17 @@ class TestFollowingTheChange(InstallsDbtMerge):
             last_updated[combo] = max(updated)
 
     @staticmethod
+    def snapshots(spark, schema: str) -> dict:
+        """The current snapshot of each change-following state table."""
+        return {
+            name: spark.sql(
+                f"select snapshot_id from {schema}.{name}.history where is_current_ancestor "
+                "order by made_current_at desc limit 1"
+            ).collect()
+            for name in ("f_edges", "f_components")
+        }
+
+    @staticmethod
     def table(spark, name: str, columns: str) -> dict:
         """`_id` -> the other columns (columns starts with `_id`)."""
         return {
@@ -255,6 +266,15 @@ class TestFollowingTheChange(InstallsDbtMerge):
         }
         assert followed == {f"f_{combo}" for combo in COMBOS}, "the f_ models followed the change"
         assert not [q for q in queries if "r_components version as of" in q]
+        # a delivery that changes nothing: the edges and components write nothing, and
+        # the merged models stop after reading the tables' history (dbt-spark's merge
+        # still commits their empty MERGE)
+        snapshots = self.snapshots(spark, schema)
+        self.deliver(deliveries, spark, schema, queries)
+        self.check(spark, schema, "nothing changed", last_updated)
+        assert self.snapshots(spark, schema) == snapshots, "a state table without change wrote"
+        assert not [q for q in queries if "__dbt_merge_affected" in q or "version as of" in q]
+        steps += 1
         for round_number in range(12):
             deliveries.random_delivery()
             point = FAILURES.get(round_number)

@@ -47,27 +47,43 @@
      the ids this table holds. none, so the run compares every entity as before, when
      the components have no batches (an edges model of an older dbt_merge, or a table
      edges model that rewrites them all), a file format is not Iceberg, or the
-     components have no snapshot from that moment or were rebuilt since. --#}
+     components have no snapshot from that moment or were rebuilt since. unchanged:
+     the components have not committed since (then since is none). --#}
 {% macro _entity_change_scope(spec, components) %}
     {% set columns = adapter.get_columns_in_relation(components) | map(attribute='name') | map('lower') | list %}
     {% if '_batch' not in columns or config.get('file_format') != 'iceberg' %}
         {{ return(none) }}
     {% endif %}
     {% set query %}
-        select cast(snapshot_id as string)
-        from {{ components }}.history
-        where is_current_ancestor
-            and made_current_at <= (
-                select max(made_current_at) from {{ this }}.history where is_current_ancestor
+        select
+            (
+                select cast(snapshot_id as string)
+                from {{ components }}.history
+                where is_current_ancestor
+                    and made_current_at <= (
+                        select max(made_current_at) from {{ this }}.history where is_current_ancestor
+                    )
+                order by made_current_at desc
+                limit 1
+            ),
+            (
+                select cast(snapshot_id as string)
+                from {{ components }}.history
+                where is_current_ancestor
+                order by made_current_at desc
+                limit 1
             )
-        order by made_current_at desc
-        limit 1
     {% endset %}
-    {% set found = run_query(query) %}
-    {% if found.rows | length == 0 %}
+    {% set found = run_query(query).rows[0] %}
+    {% if found[0] is none %}
         {{ return(none) }}
     {% endif %}
-    {% set version = found.rows[0][0] %}
+    {% set version = found[0] %}
+    {% if version == found[1] %}
+        {#-- the components have not committed since this table last did: nothing to
+             read (metadata only, no scan) --#}
+        {{ return({'since': none, 'version': version, 'unchanged': true}) }}
+    {% endif %}
     {% set query %}
         select
             (select max(`_batch`) from {{ components }} version as of {{ version }}),
@@ -77,7 +93,7 @@
     {% if batches[0] is none or batches[1] is none or batches[1] > batches[0] %}
         {{ return(none) }}
     {% endif %}
-    {{ return({'since': batches[0] | int, 'version': version}) }}
+    {{ return({'since': batches[0] | int, 'version': version, 'unchanged': false}) }}
 {% endmacro %}
 
 
