@@ -84,3 +84,47 @@
         {% do properties[key].datasets.append(dataset.name) %}
     {% endfor %}
 {% endmacro %}
+
+
+{#-- change_columns (alias -> column): a dataset whose records carry a column that grows
+     whenever a record changes (an update time, a version). A change-following run then
+     reads only its rows at or after the largest value it has stored (plus rows with a
+     null value), instead of every row. Sets dataset.change_sql (the quoted column) and
+     dataset.change_mark_sql (its value as a bigint: microseconds, days or the number)
+     and dataset.change_from_sql (a format string: a mark back in the column's type),
+     none for the other datasets. The column must be a timestamp, a date or an integer. --#}
+{% macro _entity_merge_change_columns(spec, change_columns, datasets) %}
+    {% if change_columns is not mapping %}
+        {% do dbt_merge._entity_merge_error(spec.name, 'change_columns', 'expected a mapping of dataset alias to column but received the value: ' ~ change_columns) %}
+    {% endif %}
+    {% set by_alias = {} %}
+    {% for dataset in datasets %}
+        {% do dataset.update({'change_sql': none, 'change_mark_sql': none, 'change_from_sql': none}) %}
+        {% do by_alias.update({dataset.alias | lower: dataset}) %}
+    {% endfor %}
+    {% set marks = {
+        'timestamp': 'unix_micros({})', 'date': 'unix_date({})', 'bigint': 'cast({} as bigint)',
+        'int': 'cast({} as bigint)', 'smallint': 'cast({} as bigint)', 'tinyint': 'cast({} as bigint)',
+    } %}
+    {#-- a mark back in the column's type, so that the filter prunes files by their stats --#}
+    {% set froms = {'timestamp': 'timestamp_micros({})', 'date': 'date_from_unix_date({})'} %}
+    {% for alias, column in change_columns.items() %}
+        {% if (alias | string | lower) not in by_alias %}
+            {% do dbt_merge._entity_merge_error(spec.name, 'change_columns', 'names the alias ' ~ alias ~ ', which is not a dataset of the merge. Its aliases: ' ~ (datasets | map(attribute='alias') | join(', '))) %}
+        {% endif %}
+        {% set dataset = by_alias[alias | string | lower] %}
+        {% if column is not string or (column | lower) not in dataset.columns %}
+            {% do dbt_merge._entity_merge_error(spec.name, 'change_columns', 'dataset ' ~ dataset.name ~ ' (alias ' ~ dataset.alias ~ ') has no column ' ~ column ~ '. Its columns: ' ~ (dataset.column_names.values() | join(', '))) %}
+        {% endif %}
+        {% set data_type = dataset.columns[column | lower] | lower %}
+        {% if data_type not in marks %}
+            {% do dbt_merge._entity_merge_error(spec.name, 'change_columns', 'column ' ~ column ~ ' of dataset ' ~ dataset.name ~ ' has type ' ~ data_type ~ '; a change column must be a timestamp, a date or an integer') %}
+        {% endif %}
+        {% set quoted = dataset.alias ~ '.' ~ adapter.quote(dataset.column_names[column | lower]) %}
+        {% do dataset.update({
+            'change_sql': quoted,
+            'change_mark_sql': marks[data_type].format(quoted),
+            'change_from_sql': froms.get(data_type, '{}'),
+        }) %}
+    {% endfor %}
+{% endmacro %}

@@ -7,7 +7,7 @@
 {% macro _entity_merge_settings() %}
     {{ return({
         'settings': ['datasets', 'equality', 'equality_sets', 'identity', 'strategy',
-                     'max_merged', 'id_column', 'deleted_column'],
+                     'max_merged', 'id_column', 'deleted_column', 'change_columns'],
         'identities': ['composite', 'first'],
         'strategies': dbt_merge._entity_strategies().keys() | list,
         'functions': {

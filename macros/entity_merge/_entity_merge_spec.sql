@@ -24,6 +24,7 @@
         {% do dbt_merge._entity_merge_dataset_columns(spec, dataset) %}
         {% do dbt_merge._entity_merge_add_properties(spec, dataset, properties) %}
     {% endfor %}
+    {% do dbt_merge._entity_merge_change_columns(spec, decl.get('change_columns', {}), datasets) %}
     {% set rules = dbt_merge._entity_merge_rules(merge_name, decl) %}
     {% do spec.update({
         'declaration': dbt_merge._entity_merge_locked_settings(spec, decl),

@@ -9,7 +9,9 @@
         not k*(k-1)/2. Values of different types never meet (typed equality, no casts).
       * every row carries `fingerprint`, a hash of its entity's record as the dataset
         holds it (every column), `_batch`, the run that wrote it, and `declaration`,
-        the merge's settings as JSON (a change-following run fails when they changed).
+        the merge's settings as JSON (a change-following run fails when they changed),
+        and `change_mark`, the record's change column as a bigint (null for a dataset
+        without one, see change_columns).
     Null, empty-string and empty-array operands make no edge; arrays give one edge per
     element.
 
@@ -17,7 +19,9 @@
     with incremental_strategy='entity_state', a run compares every record's fingerprint
     with the stored one and writes only the rows of records that are new, changed or
     gone (a gone record keeps one row, its tombstone: null dst and fingerprint); the
-    components model reads the rows of batches it has not seen (_batch).
+    components model reads the rows of batches it has not seen (_batch). A dataset
+    declared in change_columns is read only from the largest change mark stored on (a
+    record gone from it is not seen).
 
     This node checks the datasets' ids (_check_entity_ids), once for the whole merge:
     the components and the merged model are built from these edges.
@@ -30,15 +34,19 @@
 {% macro default__equality_edges(merge_name) %}
     {% set spec = dbt_merge._entity_merge_spec(merge_name) %}
     {% if not execute %}
-        {{ return('select cast(null as string) as src, cast(null as string) as dst, cast(null as bigint) as fingerprint, cast(null as bigint) as `_batch`, cast(null as string) as declaration') }}
+        {{ return('select cast(null as string) as src, cast(null as string) as dst, cast(null as bigint) as fingerprint, cast(null as bigint) as `_batch`, cast(null as string) as declaration, cast(null as bigint) as change_mark') }}
     {% endif %}
     {% set incremental = is_incremental() %}
+    {% set follows_columns = spec.datasets | selectattr('change_sql') | list | length > 0 %}
     {% if incremental %}
-        {% do dbt_merge._check_entity_state_columns(spec, this, ['src', 'dst', 'fingerprint', '_batch', 'declaration']) %}
+        {% set state_columns = ['src', 'dst', 'fingerprint', '_batch', 'declaration'] %}
+        {% do dbt_merge._check_entity_state_columns(spec, this, state_columns + (['change_mark'] if follows_columns else [])) %}
         {% do dbt_merge._check_entity_declaration(spec, this) %}
+        {% set stored_marks = 'change_mark' in (adapter.get_columns_in_relation(this) | map(attribute='name') | map('lower') | list) %}
         {#-- the records that differ from the stored state, staged once; the ids are
              checked on them (the same scan finds duplicates and null ids) --#}
-        {% set changed_relation = dbt_merge._entity_stage('changed', dbt_merge._entity_changed_records_sql(spec)) %}
+        {% set marks = dbt_merge._entity_change_marks(this) if follows_columns else {} %}
+        {% set changed_relation = dbt_merge._entity_stage('changed', dbt_merge._entity_changed_records_sql(spec, marks)) %}
         {% do dbt_merge._check_entity_ids(spec, changed_relation) %}
     {% else %}
         {% do dbt_merge._check_entity_ids(spec) %}
@@ -57,7 +65,8 @@ current_records as (
         {{ dbt_merge._entity_node_sql(dataset) }} as node,
         {{ dbt_merge._entity_fingerprint_sql(dataset) }} as fingerprint,
         {{ dbt_merge._entity_is_live_sql(dataset) }} as live,
-        {{ dbt_merge._entity_value_nodes_sql(spec, dataset) }} as value_nodes
+        {{ dbt_merge._entity_value_nodes_sql(spec, dataset) }} as value_nodes,
+        {{ dataset.change_mark_sql or 'cast(null as bigint)' }} as change_mark
     from {{ dataset.relation }} as {{ dataset.alias }}
     {%- if incremental %}
     where {{ dbt_merge._entity_node_sql(dataset) }} in (
@@ -74,19 +83,24 @@ next_rows as (
     select
         node as src,
         explode(array_distinct(concat(array(node), value_nodes))) as dst,
-        fingerprint
+        fingerprint,
+        change_mark
     from current_records
     where live
     union all
     -- a deleted record: one row without an edge
-    select node as src, cast(null as string) as dst, fingerprint
+    select node as src, cast(null as string) as dst, fingerprint, change_mark
     from current_records
     where not live
     {%- if incremental %}
     union all
     -- a record gone from its dataset keeps one row too (its tombstone, without a
     -- fingerprint) until it comes back
-    select node as src, cast(null as string) as dst, cast(null as bigint) as fingerprint
+    select
+        node as src,
+        cast(null as string) as dst,
+        cast(null as bigint) as fingerprint,
+        cast(null as bigint) as change_mark
     from {{ changed_relation }} as changed
     left anti join current_records
         on current_records.node = changed.node
@@ -98,13 +112,21 @@ select
     dst,
     fingerprint,
     cast({{ batch }} as bigint) as `_batch`,
-    {{ dbt_merge._sql_string(dbt_merge._entity_declaration_json(spec)) }} as declaration
+    {{ dbt_merge._sql_string(dbt_merge._entity_declaration_json(spec)) }} as declaration,
+    change_mark
     {{- ', false as `$drop`' if incremental }}
 from next_rows
 {%- if incremental %}
 union all
 -- the stored rows of changed records that are not rows any more
-select stored.src, stored.dst, stored.fingerprint, stored.`_batch`, stored.declaration, true as `$drop`
+select
+    stored.src,
+    stored.dst,
+    stored.fingerprint,
+    stored.`_batch`,
+    stored.declaration,
+    {{ 'stored.change_mark' if stored_marks else 'cast(null as bigint)' }},
+    true as `$drop`
 from {{ this }} as stored
 left semi join {{ changed_relation }} as changed
     on changed.node = stored.src
@@ -125,8 +147,16 @@ left anti join next_rows
      (dataset_offset, node): new, changed (its fingerprint differs) or gone (records = 0),
      and every id that is not unique (records > 1) or null (node null). One aggregation
      over the datasets' records and the stored fingerprints, without the records'
-     values: what the MERGE writes is computed afterwards, for these records only. --#}
-{% macro _entity_changed_records_sql(spec) %}
+     values: what the MERGE writes is computed afterwards, for these records only.
+     marks: dataset offset -> the largest change mark stored (_entity_change_marks); a
+     dataset with a change column and a mark is read from that mark on (and its null
+     change values), and only the stored rows of those records take part: a record
+     gone from such a dataset is not seen. --#}
+{% macro _entity_changed_records_sql(spec, marks={}) %}
+    {%- set read_from = {} %}
+    {%- for dataset in spec.datasets if dataset.change_sql and marks.get(dataset.offset) is not none %}
+        {%- do read_from.update({dataset.offset: '(' ~ dataset.change_sql ~ ' >= ' ~ dataset.change_from_sql.format(marks[dataset.offset]) ~ ' or ' ~ dataset.change_sql ~ ' is null)'}) %}
+    {%- endfor %}
 select
     dataset_offset,
     node,
@@ -141,6 +171,9 @@ from (
         {{ dbt_merge._entity_fingerprint_sql(dataset) }} as fingerprint,
         true as is_record
     from {{ dataset.relation }} as {{ dataset.alias }}
+    {%- if dataset.offset in read_from %}
+    where {{ read_from[dataset.offset] }}
+    {%- endif %}
     union all
     {%- endfor %}
     select
@@ -150,10 +183,36 @@ from (
         false as is_record
     from {{ this }}
     where (src = dst or dst is null) and fingerprint is not null
+    {%- if read_from %}
+        and (
+            cast(substring_index(src, '|', 1) as int) not in ({{ read_from.keys() | join(', ') }})
+            or src in (
+                {%- for dataset in spec.datasets if dataset.offset in read_from %}
+                select {{ dbt_merge._entity_node_sql(dataset) }}
+                from {{ dataset.relation }} as {{ dataset.alias }}
+                where {{ read_from[dataset.offset] }}
+                {% if not loop.last %}union all{% endif %}
+                {%- endfor %}
+            )
+        )
+    {%- endif %}
 )
 group by dataset_offset, node
 having records != 1 or not (fingerprint <=> stored_fingerprint)
 {%- endmacro %}
+
+
+{#-- Per dataset offset, the largest change mark the stored edges (relation) hold: where
+     a change-following run reads a dataset with a change column from. --#}
+{% macro _entity_change_marks(relation) %}
+    {% set found = run_query(
+        'select cast(substring_index(src, \'|\', 1) as int), max(change_mark) from ' ~ relation
+        ~ ' where (src = dst or dst is null) and change_mark is not null group by 1'
+    ) %}
+    {% set marks = {} %}
+    {% for row in found.rows %}{% do marks.update({row[0] | int: row[1] | int}) %}{% endfor %}
+    {{ return(marks) }}
+{% endmacro %}
 
 
 {#-- The value nodes of a record of the dataset, as an array<string>: one per non-empty

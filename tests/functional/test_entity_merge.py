@@ -405,6 +405,25 @@ class TestBadDeclarations(InstallsDbtMerge):
             ({"max_merged": "many"}, ["setting 'max_merged'", "is set to many"]),
             ({"resolve": "fast"}, ["cannot use settings [resolve]"]),
             (
+                {"change_columns": ["a"]},
+                ["setting 'change_columns'", "expected a mapping of dataset alias to column"],
+            ),
+            (
+                {"change_columns": {"z": "score"}},
+                ["setting 'change_columns'", "names the alias z, which is not a dataset"],
+            ),
+            (
+                {"change_columns": {"a": "updated_at"}},
+                ["setting 'change_columns'", "dataset people_a (alias a) has no column updated_at"],
+            ),
+            (
+                {"change_columns": {"a": "email"}},
+                [
+                    "setting 'change_columns'",
+                    "column email of dataset people_a has type string; a change column must",
+                ],
+            ),
+            (
                 {
                     "datasets": ["people_a a", "people_b b"],
                     "equality": [["eq", "a.email", "b.email"]],

@@ -19,6 +19,7 @@ composite with strategy default, first with compact, composite with list.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import random
 import re
@@ -333,3 +334,100 @@ class TestFollowingTheChange(InstallsDbtMerge):
             assert "entity merge 'm_cd'" in message and "'id_column'" in message, message
             assert f"dataset raw_a (alias a) has {problem}" in message, message
             assert spark.sql(snapshot).collect() == before, "the edges were written"
+
+
+CHANGE_SCHEMAS = {
+    "t": "_id string, email string, updated_at timestamp",
+    "u": "_id string, email string",
+}
+
+
+class TestChangeColumns(InstallsDbtMerge):
+    """A dataset declared in change_columns is read from the largest change mark stored
+    on: a change that moves its column forward is seen, one that does not is not, nor
+    is a record gone from it (as the README says); the other datasets are compared in
+    full. A --full-refresh then sees everything."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        models = {
+            f"raw_{name}.sql": (
+                "{{ config(materialized='view') }} "
+                f"select * from {{{{ target.schema }}}}.input_{name}"
+            )
+            for name in CHANGE_SCHEMAS
+        }
+        models["c_edges.sql"] = (
+            "{{ config(materialized='incremental', incremental_strategy='entity_state') }}\n"
+            "{{ dbt_merge.equality_edges('m_ch') }}"
+        )
+        models["c_components.py"] = (
+            "from dbt_merge.entity_merge import entity_components\n\n\n"
+            "def model(dbt, session):\n"
+            "    dbt.config(materialized='incremental', incremental_strategy='entity_state')\n"
+            "    previous = session.table(str(dbt.this)) if dbt.is_incremental else None\n"
+            "    return entity_components(dbt.ref('c_edges'), previous=previous)\n"
+        )
+        models["c_merged.sql"] = (
+            "{{ config(materialized='incremental', incremental_strategy='merge',"
+            " unique_key='_id') }}\n"
+            "{{ dbt_merge.merge_entities('m_ch', ref('c_components')) }}"
+        )
+        return models
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        merge = {
+            "datasets": ["raw_t t", "raw_u u"],
+            "equality_sets": [["t.email", "u.email"]],
+            "change_columns": {"t": "updated_at"},
+        }
+        return {**merge_vars(m_ch=merge), "models": {"+file_format": "iceberg"}}
+
+    @staticmethod
+    def deliver(spark, schema: str, t_rows: list[tuple], u_rows: list[tuple], *args: str):
+        for name, rows in (("t", t_rows), ("u", u_rows)):
+            frame = spark.createDataFrame(rows, CHANGE_SCHEMAS[name])
+            frame.writeTo(f"{schema}.input_{name}").using("iceberg").createOrReplace()
+        queries: list[str] = []
+        run_dbt(["run", *args], callbacks=[sql_recorder(queries)])
+        live = spark.sql(f"select `_id` from {schema}.c_merged where not `$deleted`").collect()
+        return {row[0] for row in live}, queries
+
+    def test_a_change_column_limits_what_is_read(self, project, spark):
+        schema = project.test_schema
+        run_dbt(["deps"])
+        day = [dt.datetime(2026, 1, d) for d in (1, 2, 3)]
+        t1, t2, t3 = ("t1", "e1", day[0]), ("t2", "e2", day[0]), ("t3", "e3", day[0])
+        u = [("u1", "e1"), ("u2", "e3")]
+        live, _ = self.deliver(spark, schema, [t1, t2, t3], u)
+        assert live == {"0|t1|1|u1", "0|t2", "0|t3|1|u2"}
+
+        # t2 takes e1 and moves its change column forward: read, and t2 joins t1 + u1
+        t2 = ("t2", "e1", day[1])
+        live, queries = self.deliver(spark, schema, [t1, t2, t3], u)
+        assert live == {"0|t1|0|t2|1|u1", "0|t3|1|u2"}
+        detect = [q for q in queries if "c_edges__dbt_merge_changed" in q and "count_if" in q]
+        assert detect and ">= timestamp_micros(" in detect[0], "t was read from its mark on"
+
+        # t3 changes without moving its change column (behind the mark: not read, not
+        # seen), t1 is hard-deleted from t (not seen); u2 is hard-deleted from u, which
+        # is compared in full: seen, so t3 leaves u2
+        live, _ = self.deliver(spark, schema, [t2, ("t3", "e9", day[0])], u[:1])
+        assert live == {"0|t1|0|t2|1|u1", "0|t3"}
+        edges = spark.sql(
+            f"select dst from {schema}.c_edges where src = '0|t3' and dst like '=%'"
+        ).collect()
+        assert [row[0] for row in edges] == ["=0:string:e3"], "t3's change was not read"
+
+        # a --full-refresh reads everything again
+        live, _ = self.deliver(spark, schema, [t2, ("t3", "e9", day[0])], u[:1], "--full-refresh")
+        assert live == {"0|t2|1|u1", "0|t3"}
+        # every edges row of a t record carries its change column (as microseconds), a u
+        # record none
+        marks = spark.sql(
+            f"select src, change_mark, (select max(unix_micros(updated_at)) from {schema}.input_t"
+            f" where concat('0|', _id) = src) from {schema}.c_edges where src = dst"
+        ).collect()
+        assert {row[0]: row[1] for row in marks} == {row[0]: row[2] for row in marks}
+        assert sorted(row[0] for row in marks if row[1] is not None) == ["0|t2", "0|t3"]
