@@ -23,12 +23,15 @@ join, the others a fresh one, so records whose email linked them split off), the
 that changes nothing; each run's three merge nodes are timed and divided by the full
 build's, and the share of the graph's nodes the run closed again is printed (what an
 incremental run costs grows with it: `--chain 25` makes every component ~94 records).
+With --change-column as well, every dataset carries `_changed_at` (the day of the
+delivery that last changed a record) declared in the merge's change_columns, so a
+run reads only the records changed since the last one.
 
 Usage:
   .venv/bin/python bench/entity_merge_bench.py --sizes 100000,1000000 [--baseline-cap 600]
       [--json bench/out/entity_merge.json]
   .venv/bin/python bench/entity_merge_bench.py --incremental --sizes 1000000,3000000
-      [--shares 0.001,0.01]
+      [--shares 0.001,0.01] [--change-column]
 """
 
 from __future__ import annotations
@@ -105,15 +108,24 @@ MOR_PROPERTIES = {
 MERGE_ON_READ = f"tblproperties={MOR_PROPERTIES}"
 
 
-def write_project(records: int, chain: int, incremental: bool = False) -> None:
+def write_project(
+    records: int, chain: int, incremental: bool = False, change_column: bool = False
+) -> None:
     """The dbt project: three generated datasets and the merge's three models (all
-    three incremental, following the change, with `incremental`)."""
+    three incremental, following the change, with `incremental`). With `change_column`
+    every dataset has `_changed_at`, the day of the delivery that last changed a record
+    (this one or the one before, whose change this one undoes), declared in the merge's
+    change_columns."""
     models = {}
     per_dataset = records // 3
     people = max(1, int(per_dataset * 0.8))
     changed = (
         "{{ var('changed_share', 0) }} > 0 and pmod(xxhash64(_id, {{ var('delivery', 0) }}),"
         " 1000000) < {{ var('changed_share', 0) }} * 1000000"
+    )
+    changed_before = (
+        "{{ var('prev_share', 0) }} > 0 and pmod(xxhash64(_id, {{ var('delivery', 0) }} - 1),"
+        " 1000000) < {{ var('prev_share', 0) }} * 1000000"
     )
     for offset, (name, select) in enumerate(DATASETS.items()):
         generated = (
@@ -124,9 +136,15 @@ def write_project(records: int, chain: int, incremental: bool = False) -> None:
         email = CHANGED.format(
             changed=changed, delivery="{{ var('delivery', 0) }}", email="email", people=people
         )
+        changed_at = (
+            f", timestamp_seconds(case when ({changed}) or ({changed_before}) "
+            "then {{ var('delivery', 0) }} * 86400 else 0 end) as _changed_at"
+            if change_column
+            else ""
+        )
         models[f"{name}.sql"] = (
             f"with g as ({generated}),\nbase as ({body} from g)\n"
-            f"select _id, _person, {email} as email, phone, is_deleted from base\n"
+            f"select _id, _person, {email} as email, phone, is_deleted{changed_at} from base\n"
         )
     if incremental:
         state = (
@@ -158,11 +176,14 @@ def write_project(records: int, chain: int, incremental: bool = False) -> None:
         models["people.sql"] = (
             "{{ dbt_merge.merge_entities('people', ref('people_components')) }}\n"
         )
+    merge = dict(MERGE)
+    if change_column:
+        merge["change_columns"] = {alias: "_changed_at" for alias in ("c", "b", "s")}
     PROJECT.write(
         models,
         {
             "models": {"bench_entity_merge": {"+file_format": "iceberg", "+materialized": "table"}},
-            "vars": {"dbt_merge": {"entity_merges": {"people": MERGE}}},
+            "vars": {"dbt_merge": {"entity_merges": {"people": merge}}},
         },
     )
 
@@ -182,11 +203,13 @@ def run_dbt_merge(*args: str) -> dict:
 MERGE_NODES = ("people_edges", "people_components", "people")
 
 
-def incremental_runs(size: int, chain: int, shares: list[float]) -> dict:
+def incremental_runs(
+    size: int, chain: int, shares: list[float], change_column: bool = False
+) -> dict:
     """A full build of the merge that follows the change, then deliveries that change
     each share of the records, then one that changes nothing: the three merge nodes'
     time per run and its ratio to the full build's."""
-    write_project(size, chain, incremental=True)
+    write_project(size, chain, incremental=True, change_column=change_column)
     dbt("deps")
     dbt("run", "--full-refresh")  # the datasets (and a first build, not timed)
     print(f"records={size:,}: full build of the merge that follows the change ...", flush=True)
@@ -196,7 +219,8 @@ def incremental_runs(size: int, chain: int, shares: list[float]) -> dict:
     deliveries = [(share, delivery) for delivery, share in enumerate(shares, start=1)]
     deliveries.append((shares[-1], len(shares)))  # the same inputs again: nothing changed
     for number, (share, delivery) in enumerate(deliveries):
-        variables = json.dumps({"changed_share": share, "delivery": delivery})
+        before = shares[delivery - 2] if delivery > 1 else 0
+        variables = json.dumps({"changed_share": share, "delivery": delivery, "prev_share": before})
         dbt("run", "--select", *DATASETS, "--vars", variables)
         label = "nothing changed" if number == len(deliveries) - 1 else f"{share:.1%} changed"
         print(f"records={size:,}: {label} ...", flush=True)
@@ -214,7 +238,7 @@ def incremental_runs(size: int, chain: int, shares: list[float]) -> dict:
             }
         )
         print(json.dumps(runs[-1]), flush=True)
-    return {"records": size, "chain": chain, "runs": runs}
+    return {"records": size, "chain": chain, "change_column": change_column, "runs": runs}
 
 
 def components_query(sql: str):
@@ -330,13 +354,22 @@ def main() -> None:
     parser.add_argument(
         "--shares", default="0.001,0.01", help="shares of records each delivery changes"
     )
+    parser.add_argument(
+        "--change-column",
+        action="store_true",
+        help="with --incremental: every dataset declares a change column (change_columns)",
+    )
     args = parser.parse_args()
 
     if args.incremental:
         chain = args.chain or 3
         shares = [float(s) for s in args.shares.split(",")]
-        results = [incremental_runs(int(size), chain, shares) for size in args.sizes.split(",")]
-        path = args.json.with_name("entity_merge_incremental.json")
+        results = [
+            incremental_runs(int(size), chain, shares, args.change_column)
+            for size in args.sizes.split(",")
+        ]
+        suffix = "_change_column" if args.change_column else ""
+        path = args.json.with_name(f"entity_merge_incremental{suffix}.json")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"results": results}, indent=2))
         print_incremental(results)
