@@ -54,7 +54,22 @@
     {% do dbt_merge._failpoint('entity_merge.before_edges') %}
     {% set batch = dbt_merge._entity_next_batch(this if incremental else none) %}
 
-{% set rows %}
+{% set rows = dbt_merge._entity_edge_rows_sql(spec, batch, changed_relation if incremental else none, stored_marks if incremental else false) %}
+{%- if incremental %}
+    {#-- staged too: the MERGE then reads a small table of known size --#}
+    select * from {{ dbt_merge._entity_stage('batch', rows) }}
+{%- else %}
+    {{ rows }}
+{%- endif %}
+{% endmacro %}
+
+
+{#-- The select of the edges rows a run writes (batch: its number): every record's rows,
+     or with changed_relation (a change-following run: the staged changed records,
+     _entity_changed_records_sql) the rows of those records only, each with a `$drop`
+     flag, and the stored rows they replace as drops. stored_marks: the stored edges
+     have the change_mark column. --#}
+{% macro _entity_edge_rows_sql(spec, batch, changed_relation=none, stored_marks=false) %}
 with
 
 -- every input record (a change-following run: every new or changed one): its node,
@@ -68,7 +83,7 @@ current_records as (
         {{ dbt_merge._entity_value_nodes_sql(spec, dataset) }} as value_nodes,
         {{ dataset.change_mark_sql or 'cast(null as bigint)' }} as change_mark
     from {{ dataset.relation }} as {{ dataset.alias }}
-    {%- if incremental %}
+    {%- if changed_relation %}
     where {{ dbt_merge._entity_node_sql(dataset) }} in (
         select node from {{ changed_relation }} where records = 1
     )
@@ -92,7 +107,7 @@ next_rows as (
     select node as src, cast(null as string) as dst, fingerprint, change_mark
     from current_records
     where not live
-    {%- if incremental %}
+    {%- if changed_relation %}
     union all
     -- a record gone from its dataset keeps one row too (its tombstone, without a
     -- fingerprint) until it comes back
@@ -114,9 +129,9 @@ select
     cast({{ batch }} as bigint) as `_batch`,
     {{ dbt_merge._sql_string(dbt_merge._entity_declaration_json(spec)) }} as declaration,
     change_mark
-    {{- ', false as `$drop`' if incremental }}
+    {{- ', false as `$drop`' if changed_relation }}
 from next_rows
-{%- if incremental %}
+{%- if changed_relation %}
 union all
 -- the stored rows of changed records that are not rows any more
 select
@@ -132,13 +147,6 @@ left semi join {{ changed_relation }} as changed
     on changed.node = stored.src
 left anti join next_rows
     on next_rows.src = stored.src and next_rows.dst <=> stored.dst
-{%- endif %}
-{% endset %}
-{%- if incremental %}
-    {#-- staged too: the MERGE then reads a small table of known size --#}
-    select * from {{ dbt_merge._entity_stage('batch', rows) }}
-{%- else %}
-    {{ rows }}
 {%- endif %}
 {% endmacro %}
 
@@ -217,7 +225,7 @@ having records != 1 or not (fingerprint <=> stored_fingerprint)
 
 {#-- The value nodes of a record of the dataset, as an array<string>: one per non-empty
      value of each of its operands in every equality group (per element of an array
-     operand). Null and empty-string values make none. --#}
+     operand). Null and empty-string values, and null arrays, make none. --#}
 {% macro _entity_value_nodes_sql(spec, dataset) %}
     {%- set parts = [] %}
     {%- for group in spec.groups %}
@@ -227,9 +235,10 @@ having records != 1 or not (fingerprint <=> stored_fingerprint)
             {%- set value_type = dbt_merge._normalized_type(element if element else operand.type) %}
             {%- set values = operand.sql if element else 'array(' ~ operand.sql ~ ')' %}
             {%- set keep = 'dbt_merge_v is not null' ~ (" and dbt_merge_v != ''" if value_type == 'string' else '') %}
+            {#-- a null array makes no value node (concat would make the whole array null) --#}
             {%- do parts.append(
-                'transform(filter(' ~ values ~ ', dbt_merge_v -> ' ~ keep ~ '), dbt_merge_v -> '
-                ~ dbt_merge._entity_value_node_sql(group_index, value_type, 'dbt_merge_v') ~ ')'
+                'coalesce(transform(filter(' ~ values ~ ', dbt_merge_v -> ' ~ keep ~ '), dbt_merge_v -> '
+                ~ dbt_merge._entity_value_node_sql(group_index, value_type, 'dbt_merge_v') ~ '), cast(array() as array<string>))'
             ) %}
         {%- endfor %}
     {%- endfor %}

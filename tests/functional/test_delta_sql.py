@@ -318,6 +318,8 @@ NOT_SQL = {
     "_entity_value_nodes_sql": "an expression, parsed inside equality_edges",
     "_entity_changed_records_sql": "a select, parsed inside the staging CREATE that "
     "_entity_stage runs for people_follow_edges",
+    "_entity_edge_rows_sql": "a select, parsed inside equality_edges (people_edges) and the "
+    "staging CREATE of people_follow_edges",
     "_entity_change_marks": "a select of max(change_mark) by dataset, run only for a merge "
     "with change_columns, which this project does not declare",
     "_entity_merge_change_columns": "sets each dataset's change SQL (a dict update)",

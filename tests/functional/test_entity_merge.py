@@ -273,6 +273,12 @@ class TestMergeSemantics(InstallsDbtMerge):
             "1|b3": ["b3"],
             "1|b4": ["b4"],
         }
+        # every live record is a node of the graph (its edge to itself), a null or empty
+        # array operand included: a null array must not drop the record's other edges
+        nodes = rows(spark, f"select src from {built}.arrays_edges where src = dst order by 1")
+        assert [r[0] for r in nodes] == [f"0|a{i}" for i in range(1, 5)] + [
+            f"1|b{i}" for i in range(1, 5)
+        ]
 
     def test_inputs_with_ids_pass_them_through(self, built, spark):
         assert self.entities(spark, built, "passthrough") == [
