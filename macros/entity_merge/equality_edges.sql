@@ -40,9 +40,9 @@
     {% set follows_columns = spec.datasets | selectattr('change_sql') | list | length > 0 %}
     {% if incremental %}
         {% set state_columns = ['src', 'dst', 'fingerprint', '_batch', 'declaration'] %}
-        {% do dbt_merge._check_entity_state_columns(spec, this, state_columns + (['change_mark'] if follows_columns else [])) %}
+        {% set stored_columns = dbt_merge._check_entity_state_columns(spec, this, state_columns + (['change_mark'] if follows_columns else [])) %}
         {% do dbt_merge._check_entity_declaration(spec, this) %}
-        {% set stored_marks = 'change_mark' in (adapter.get_columns_in_relation(this) | map(attribute='name') | map('lower') | list) %}
+        {% set stored_marks = 'change_mark' in stored_columns %}
         {#-- the records that differ from the stored state, staged once; the ids are
              checked on them (the same scan finds duplicates and null ids) --#}
         {% set marks = dbt_merge._entity_change_marks(this) if follows_columns else {} %}

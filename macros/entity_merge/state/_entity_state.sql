@@ -30,7 +30,8 @@
 
 
 {#-- A stored state table must have the columns a change-following run reads; one built
-     by an older dbt_merge (or as another model) needs a rebuild. --#}
+     by an older dbt_merge (or as another model) needs a rebuild. Returns the stored
+     columns, lower-cased. --#}
 {% macro _check_entity_state_columns(spec, relation, expected) %}
     {% set stored = adapter.get_columns_in_relation(relation) | map(attribute='name') | map('lower') | list %}
     {% set missing = [] %}
@@ -38,6 +39,7 @@
     {% if missing %}
         {% do dbt_merge._entity_merge_error(spec.name, 'incremental_strategy', 'the stored table ' ~ relation ~ ' has no column ' ~ (missing | join(', ')) ~ ' (its columns: ' ~ (stored | join(', ')) ~ '), so it cannot follow the change; run it once with --full-refresh') %}
     {% endif %}
+    {{ return(stored) }}
 {% endmacro %}
 
 
