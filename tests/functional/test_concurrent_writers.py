@@ -1,0 +1,122 @@
+"""Two processes that commit to one Iceberg table (SPEC §5, README "Guarantees").
+
+The test run's session and another process (its own JVM, `other_writer.py`) write to
+the same upsert table. Iceberg commits optimistically: a write that was planned on a
+snapshot another process has since replaced fails its commit validation. The dbt run
+then fails cleanly (nothing of it is stored: no table change, no provenance event), and
+`dbt retry` completes it on top of the other process's commit, as if the two had run
+one after the other.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dbt.tests.util import run_dbt
+
+from tests.conftest import WAREHOUSE
+from tests.functional.entity_merge_fixtures import InstallsDbtMerge
+from tests.functional.test_upsert import BATCH_SQL, events, upsert_model
+
+OTHER_WRITER = Path(__file__).with_name("other_writer.py")
+
+
+def other_process(statement: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(OTHER_WRITER), str(WAREHOUSE), statement],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def snapshots(spark, schema, name) -> list[tuple[int, str]]:
+    """(snapshot id, the Spark application that committed it), oldest first."""
+    return [
+        (r.snapshot_id, r.app)
+        for r in spark.sql(
+            f"select snapshot_id, summary['spark.app.id'] as app"
+            f" from {schema}.{name}.snapshots order by committed_at"
+        ).collect()
+    ]
+
+
+def rows(spark, schema, name) -> list[tuple]:
+    return sorted(
+        tuple(r) for r in spark.sql(f"select id, ts, name, price from {schema}.{name}").collect()
+    )
+
+
+class TestTwoWritersOnOneTable(InstallsDbtMerge):
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "batch.sql": BATCH_SQL,
+            "audited.sql": upsert_model(
+                precombine_key="ts", delete_column="is_deleted", provenance=True
+            ),
+        }
+
+    def test_a_conflicting_commit_fails_cleanly_and_its_retry_succeeds(self, project, spark):
+        schema = project.test_schema
+        run_dbt(["deps"])
+        run_dbt(["run", "--vars", json.dumps({"batch": 1})])
+        assert rows(spark, schema, "audited") == [
+            (1, 2, "name_2", "price_2"),
+            (2, 7, "y", None),
+            (3, 2, "name_1", None),
+            (4, 5, "s", None),
+        ]
+        events_before = set(events(spark, schema, "audited"))
+        ours = snapshots(spark, schema, "audited")
+        this_app = spark.sparkContext.applicationId
+
+        # the other process commits while this session still plans on the snapshot it
+        # has read (Iceberg's catalog cache, as a long-running session would)
+        other = other_process(f"update other.{schema}.audited set name = 'other' where id = 1")
+        assert other.returncode == 0, other.stderr[-3000:]
+
+        results = run_dbt(["run", "--vars", json.dumps({"batch": 2})], expect_pass=False)
+        failed = next(r for r in results if r.node.name == "audited")
+        message = " ".join(str(failed.message).split())
+        assert failed.status == "error"
+        assert "ValidationException" in message and "conflicting files" in message, message
+
+        spark.sql(f"refresh table {schema}.audited")
+        after_other = snapshots(spark, schema, "audited")
+        assert after_other[:-1] == ours and after_other[-1][1] != this_app, (
+            "one new snapshot, the other process's: the failed run stored nothing"
+        )
+        assert rows(spark, schema, "audited") == [
+            (1, 2, "other", "price_2"),
+            (2, 7, "y", None),
+            (3, 2, "name_1", None),
+            (4, 5, "s", None),
+        ], "the table is readable, at the other process's commit"
+        assert set(events(spark, schema, "audited")) == events_before, "no event of its own"
+
+        retried = run_dbt(["retry"])
+        assert [r.node.name for r in retried] == ["audited"]
+        assert rows(spark, schema, "audited") == [
+            (1, 2, "other", "price_2"),
+            (2, 7, "y", None),
+            (3, 2, "name_1", None),
+            (4, 5, "s", None),
+            (5, 1, "new", None),
+        ], "batch 2 applied on top of the other process's commit"
+        new = [r for r in events(spark, schema, "audited") if r not in events_before]
+        assert sorted((r.event_type, r.record_key) for r in new) == [
+            ("CREATE", "5"),
+            ("UPDATE", "1"),
+        ], "the other process's change and the retried run's, each recorded once"
+        update = next(r for r in new if r.event_type == "UPDATE")
+        assert (json.loads(update.old_row)["name"], json.loads(update.new_row)["name"]) == (
+            "name_2",
+            "other",
+        )
+        retried_snapshots = snapshots(spark, schema, "audited")
+        assert retried_snapshots[:-1] == after_other and retried_snapshots[-1][1] == this_app
