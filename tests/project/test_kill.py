@@ -1,0 +1,174 @@
+"""`kill -9` of a real `dbt run` in the middle of an upsert (README "Guarantees").
+
+A project that installs dbt_merge has two identical upsert models with provenance:
+`killed` and `twin`. Each delivery, `killed` first runs alone and its process group
+(dbt and its JVM) is killed with SIGKILL at a named statement: inside its MERGE (the
+batch first hashes 400M numbers, so the MERGE cannot have committed), then right as its
+provenance insert starts. After each kill the table is readable at its old or its new
+snapshot, the warehouse is free, and the next plain run of both models leaves `killed`
+equal to `twin`, which never failed: the same rows and the same provenance events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.project.installing import write_installing_project
+
+DBT = str(Path(sys.executable).with_name("dbt"))
+
+BATCH = """
+{{ config(materialized='view') }}
+{% set rows = {
+    '1': "(1, 1, 'a', false), (2, 1, 'b', false), (3, 1, 'c', false)",
+    '2': "(1, 2, 'a2', false), (2, 2, null, true), (4, 1, 'd', false)",
+    '3': "(3, 2, 'c3', false), (5, 1, 'e', false)",
+} %}
+-- stall_rows: each query that reads the batch first hashes this many numbers (a MERGE
+-- source must be deterministic, so no sleep)
+select id, ts, name, is_deleted
+from values {{ rows[var('batch') | string] }} as t(id, ts, name, is_deleted)
+cross join (
+    select count(distinct hash(id) % 7) as stall from range({{ var('stall_rows', 0) }})
+) where stall >= 0
+"""
+
+UPSERT = (
+    "{{ config(materialized='incremental', incremental_strategy='upsert',"
+    " unique_key='id', precombine_key='ts', delete_column='is_deleted',"
+    " provenance=true) }}\nselect * from {{ ref('batch') }}"
+)
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DBT_MERGE_"))}
+    env.update(DBT_SEND_ANONYMOUS_USAGE_STATS="false", SPARK_LOCAL_IP="127.0.0.1")
+    return env
+
+
+class Project:
+    def __init__(self, path: Path):
+        self.path = path
+        self.warehouse = path / "warehouse"
+        write_installing_project(
+            path,
+            "killing",
+            self.warehouse,
+            server_side_parameters={
+                "spark.master": "local[1]",
+                "spark.driver.memory": "1g",
+                "spark.sql.shuffle.partitions": "1",
+            },
+        )
+        (path / "models" / "batch.sql").write_text(BATCH)
+        (path / "models" / "killed.sql").write_text(UPSERT)
+        (path / "models" / "twin.sql").write_text(UPSERT)
+        self.args = ["--project-dir", str(path), "--profiles-dir", str(path)]
+        self.log = path / "logs" / "dbt.log"
+
+    def dbt(self, *command: str) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            [DBT, *command, *self.args], capture_output=True, text=True, env=_env(), timeout=600
+        )
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        return proc
+
+    def run(self, batch: int, *select: str) -> None:
+        selection = ["--select", *select] if select else []
+        self.dbt("run", "--vars", json.dumps({"batch": batch}), *selection)
+
+    def kill_at(self, batch: int, statement: str, stall_rows: int, after: float) -> str:
+        """Run `killed` alone; SIGKILL its process group `after` seconds after the log
+        shows `statement` (a regular expression). Returns the log's tail for messages."""
+        start = self.log.stat().st_size if self.log.exists() else 0
+        variables = json.dumps({"batch": batch, "stall_rows": stall_rows})
+        proc = subprocess.Popen(
+            [DBT, "run", "--vars", variables, "--select", "killed", *self.args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=_env(),
+            start_new_session=True,
+        )
+        pattern = re.compile(statement, re.I)
+        deadline = time.monotonic() + 300
+        try:
+            while True:
+                assert proc.poll() is None, f"the run ended before `{statement}`"
+                assert time.monotonic() < deadline, f"no `{statement}` in the log"
+                text = self.log.read_text(errors="replace")[start:] if self.log.exists() else ""
+                if pattern.search(text):
+                    break
+                time.sleep(0.05)
+            time.sleep(after)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        assert proc.returncode == -signal.SIGKILL
+        return text
+
+
+def snapshots(spark, table: Path) -> list[int]:
+    return [
+        r.snapshot_id
+        for r in spark.read.format("iceberg")
+        .load(f"{table}#snapshots")
+        .orderBy("committed_at")
+        .collect()
+    ]
+
+
+def rows(spark, table: Path) -> list[tuple]:
+    return sorted(tuple(r) for r in spark.read.format("iceberg").load(str(table)).collect())
+
+
+def events(spark, table: Path) -> list[tuple]:
+    frame = spark.read.format("iceberg").load(f"{table}__provenance")
+    return sorted(
+        tuple(r) for r in frame.select("event_type", "record_key", "old_row", "new_row").collect()
+    )
+
+
+def test_a_killed_run_loses_nothing(spark, tmp_path):
+    project = Project(tmp_path / "p")
+    project.dbt("deps")
+    project.run(1)
+    killed = project.warehouse / "killing" / "killed"
+    twin = project.warehouse / "killing" / "twin"
+
+    # 1. inside the MERGE: its source is still hashing, so it has not committed
+    before = snapshots(spark, killed)
+    project.kill_at(2, r"merge into\s+\S*killed", stall_rows=400_000_000, after=1.0)
+    assert snapshots(spark, killed) == before, "killed before its commit: the old snapshot"
+    assert rows(spark, killed) == rows(spark, twin), "readable, as it was"
+    project.run(2)  # the warehouse is free: no stale lock
+    assert rows(spark, killed) == rows(spark, twin)
+    assert events(spark, killed) == events(spark, twin)
+
+    # 2. as the provenance insert starts: the MERGE has committed, its events may not have
+    before = snapshots(spark, killed)
+    log = project.kill_at(3, r"insert into\s+\S*killed__provenance", stall_rows=0, after=0.0)
+    assert "merge into" in log.lower()
+    after = snapshots(spark, killed)
+    assert after[: len(before)] == before and len(after) == len(before) + 1, (
+        "the MERGE committed one snapshot"
+    )
+    project.run(3)
+    assert rows(spark, killed) == rows(spark, twin)
+    assert events(spark, killed) == events(spark, twin), "no event lost, none doubled"
+    assert [r[:2] for r in events(spark, killed)] == [
+        ("CREATE", "1"),
+        ("CREATE", "2"),
+        ("CREATE", "3"),
+        ("CREATE", "4"),
+        ("CREATE", "5"),
+        ("DELETE", "2"),
+        ("UPDATE", "1"),
+        ("UPDATE", "3"),
+    ]
