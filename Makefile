@@ -9,6 +9,9 @@ DBT_ARGS := --project-dir . --profiles-dir .
 
 export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 export SPARK_LOCAL_IP ?= 127.0.0.1
+# the demo's models, seeds and tests are on only where DBT_MERGE_DEMO is 1 (dbt_project.yml);
+# the test suite sets it itself, for the tests that build the demo
+run docs: export DBT_MERGE_DEMO := 1
 
 .PHONY: run test install install-bench check-java docs bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing cluster-up cluster-down databricks-parse lint clean
 

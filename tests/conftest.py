@@ -31,6 +31,9 @@ SPARK_SETTINGS = {
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ["DBT_MERGE_WAREHOUSE"] = str(WAREHOUSE)
+# the demo is off (dbt_project.yml): every test project that installs dbt_merge must see
+# the package as users get it; the demo's own tests turn it on for their dbt calls
+os.environ.pop("DBT_MERGE_DEMO", None)
 
 
 def session_settings() -> sessions.SessionSettings:

@@ -217,7 +217,7 @@ def builds(tmp_path_factory):
     cluster_dir = root / "cluster"
     master_port, ui_port = _free_ports(2)
     master = f"spark://127.0.0.1:{master_port}"
-    env = _env()
+    env = _env(DBT_MERGE_DEMO="1")  # the demo's models, as `make run` builds them
     cluster_env = {
         **env,
         "DBT_MERGE_CLUSTER_DIR": str(cluster_dir),

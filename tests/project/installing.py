@@ -10,15 +10,19 @@ import yaml
 from tests.conftest import ROOT
 
 
-def write_installing_project(path: Path, name: str, warehouse: Path, **target: object) -> None:
+def write_installing_project(
+    path: Path, name: str, warehouse: Path, profile: str | None = None, **target: object
+) -> None:
     """dbt_project.yml (Iceberg by default), packages.yml and a `spark_session` profile
-    `name` whose dev target writes to `warehouse`; `target` adds profile fields."""
+    (named `profile`, by default `name`) whose dev target writes to `warehouse`;
+    `target` adds profile fields."""
+    profile = profile or name
     (path / "models").mkdir(parents=True, exist_ok=True)
     project = {
         "name": name,
         "version": "1.0",
         "config-version": 2,
-        "profile": name,
+        "profile": profile,
         "models": {name: {"+file_format": "iceberg"}},
         "flags": {"send_anonymous_usage_stats": False},
     }
@@ -26,5 +30,5 @@ def write_installing_project(path: Path, name: str, warehouse: Path, **target: o
     (path / "packages.yml").write_text(f"packages:\n  - local: {ROOT}\n")
     dev = {"type": "spark_session", "method": "session", "schema": name}
     dev.update(warehouse=str(warehouse), **target)
-    profiles = {name: {"target": "dev", "outputs": {"dev": dev}}}
+    profiles = {profile: {"target": "dev", "outputs": {"dev": dev}}}
     (path / "profiles.yml").write_text(yaml.safe_dump(profiles, sort_keys=False))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 
+import pytest
 from dbt.cli.main import dbtRunner
 
 from tests.conftest import LOG_DIR, ROOT, WAREHOUSE
@@ -22,17 +24,23 @@ data_tests:
 """
 
 
-def write_project(tmp_path, extra: str = "", model: str = "orders") -> list[str]:
+def write_project(
+    tmp_path, extra: str = "", model: str = "orders", profile: str = "shop"
+) -> list[str]:
     """An installing project `shop` with one model; the dbt arguments to run it."""
-    write_installing_project(tmp_path, "shop", WAREHOUSE, log_dir=str(LOG_DIR))
+    write_installing_project(tmp_path, "shop", WAREHOUSE, profile, log_dir=str(LOG_DIR))
     with (tmp_path / "dbt_project.yml").open("a") as project:
         project.write(extra)
     (tmp_path / "models" / f"{model}.sql").write_text("select 1 as order_id")
     return ["--project-dir", str(tmp_path), "--profiles-dir", str(tmp_path)]
 
 
-def test_another_project_installs_the_package_without_its_demo(spark, tmp_path):
-    common = write_project(tmp_path)
+# a profile named like the package's own one (`dbt_merge`) changes nothing: the demo's
+# switch is the environment variable DBT_MERGE_DEMO, which the test run leaves unset
+@pytest.mark.parametrize("profile", ["shop", "dbt_merge"])
+def test_another_project_installs_the_package_without_its_demo(spark, tmp_path, profile):
+    assert "DBT_MERGE_DEMO" not in os.environ
+    common = write_project(tmp_path, profile=profile)
     deps = dbtRunner().invoke(["deps", *common])
     assert deps.success, deps.exception
     assert (tmp_path / "dbt_packages" / "dbt_merge" / "dbt_project.yml").exists()

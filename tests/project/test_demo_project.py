@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 
 import pytest
 from dbt.cli.main import dbtRunner
@@ -16,20 +17,25 @@ SCHEMA = "dbt_merge"
 
 
 def dbt(*args: str):
-    """Run dbt in this process on the repository's project; fail with its messages."""
-    result = dbtRunner().invoke(
-        [
-            *args,
-            "--project-dir",
-            str(ROOT),
-            "--profiles-dir",
-            str(ROOT),
-            "--target-path",
-            str(TARGET),
-            "--log-path",
-            str(RUN_DIR / "demo_logs"),
-        ]
-    )
+    """Run dbt in this process on the repository's project, its demo on
+    (DBT_MERGE_DEMO=1, as `make run` sets it); fail with its messages."""
+    os.environ["DBT_MERGE_DEMO"] = "1"
+    try:
+        result = dbtRunner().invoke(
+            [
+                *args,
+                "--project-dir",
+                str(ROOT),
+                "--profiles-dir",
+                str(ROOT),
+                "--target-path",
+                str(TARGET),
+                "--log-path",
+                str(RUN_DIR / "demo_logs"),
+            ]
+        )
+    finally:
+        del os.environ["DBT_MERGE_DEMO"]
     failures = (
         [
             f"{r.node.name}: {r.status}: {r.message}"
