@@ -125,6 +125,7 @@
     {% if table_type == 'merge_on_read' and file_format not in ['iceberg', 'delta'] %}
         {% do dbt_merge._upsert_error('table_type', 'merge_on_read needs row-level deletes: file_format iceberg (position deletes) or delta (deletion vectors), not ' ~ file_format) %}
     {% endif %}
+    {% do dbt_merge._check_upsert_tblproperties(table_type, file_format) %}
 
     {#-- compaction at the end of a run, of the data files past these thresholds --#}
     {% set inline_compaction = config.get('inline_compaction') %}
@@ -207,4 +208,22 @@
             {% endif %}
         {% endfor %}
     {% endfor %}
+{% endmacro %}
+
+
+{#-- The model's own tblproperties must not contradict its table type: the write modes
+     (and format version 1, which has no row-level deletes) on Iceberg, deletion
+     vectors on Delta. dbt_merge sets these itself (_upsert_table_type_properties). --#}
+{% macro _check_upsert_tblproperties(table_type, file_format) %}
+    {% set given = config.get('tblproperties') or {} %}
+    {% if given is not mapping %}
+        {{ return(none) }}
+    {% endif %}
+    {% set wanted = dbt_merge._upsert_table_type_properties({'table_type': table_type, 'file_format': file_format}) %}
+    {% for key, value in given.items() if key in wanted and (value | string | lower) != wanted[key] %}
+        {% do dbt_merge._upsert_error('tblproperties', "sets '" ~ key ~ "' = '" ~ value ~ "', but table_type " ~ table_type ~ " writes '" ~ wanted[key] ~ "' there (dbt_merge sets it): remove it from tblproperties, or choose the table_type that matches") %}
+    {% endfor %}
+    {% if table_type == 'merge_on_read' and file_format == 'iceberg' and (given.get('format-version') | string) == '1' %}
+        {% do dbt_merge._upsert_error('tblproperties', "sets 'format-version' = '1', but table_type merge_on_read writes position deletes, which need Iceberg format version 2 or later") %}
+    {% endif %}
 {% endmacro %}

@@ -360,6 +360,7 @@ NOT_SQL = {
     "_upsert_prepare": "returns the prepared state (a dict); its checks run in orders_merge",
     "_upsert_mode_config": "returns the merge mode and flags (a dict)",
     "_upsert_table_type_config": "returns the table type settings (a dict)",
+    "_check_upsert_tblproperties": "raises when tblproperties contradict the table type",
     "_upsert_column_config": "returns the column settings (a dict)",
     "_check_upsert_config_keys": "raises on a config key that resembles a setting",
     "_upsert_settings_added_later": "returns the values of later lock settings (a dict)",

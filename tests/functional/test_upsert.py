@@ -416,6 +416,35 @@ class TestUpsertConfigErrors(InstallsDbtMerge):
                 "both partial_update and overwrite_non_defaults are true",
             ),
             (
+                {
+                    "unique_key": "id",
+                    "precombine_key": "ts",
+                    "table_type": "merge_on_read",
+                    "tblproperties": {"write.merge.mode": "copy-on-write"},
+                },
+                "config 'tblproperties': sets 'write.merge.mode' = 'copy-on-write', but "
+                "table_type merge_on_read writes 'merge-on-read' there",
+            ),
+            (
+                {
+                    "unique_key": "id",
+                    "precombine_key": "ts",
+                    "tblproperties": {"write.delete.mode": "merge-on-read"},
+                },
+                "config 'tblproperties': sets 'write.delete.mode' = 'merge-on-read', but "
+                "table_type copy_on_write writes 'copy-on-write' there",
+            ),
+            (
+                {
+                    "unique_key": "id",
+                    "precombine_key": "ts",
+                    "table_type": "merge_on_read",
+                    "tblproperties": {"format-version": "1"},
+                },
+                "config 'tblproperties': sets 'format-version' = '1', but table_type "
+                "merge_on_read writes position deletes",
+            ),
+            (
                 {"unique_key": "id", "precombine_keys": "ts"},
                 "config 'precombine_keys': Cannot use options [precombine_keys], they are not "
                 "supported by the upsert strategy. Did you mean precombine_key?",

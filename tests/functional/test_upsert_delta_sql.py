@@ -101,3 +101,27 @@ class TestUpsertSqlForDelta(InstallsDbtMerge):
         assert "`price` =" not in text["non_defaults"].split("merge into")[1].split(";")[0]
         assert "greatest(DBT_INTERNAL_SOURCE.name, DBT_INTERNAL_DEST.name)" in text["custom"]
         assert "`ts` =" not in text["custom"].split(";")[0], "merge_update_columns"
+
+
+class TestDeltaTblpropertiesAgreeWithTheTableType(InstallsDbtMerge):
+    """Deletion vectors switched off by the model's own tblproperties contradict
+    merge_on_read: an error at compile time, naming the model, the setting and value."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        config = (
+            "unique_key='id', precombine_key='ts', table_type='merge_on_read',"
+            " tblproperties={'delta.enableDeletionVectors': 'false'}"
+        )
+        return {"orders.sql": RENDER.format(config=config)}
+
+    def test_contradiction_fails_at_compile_time(self, project):
+        run_dbt(["deps"])
+        with pytest.raises(Exception) as failure:
+            run_dbt(["compile"])
+        text = " ".join(str(failure.value).split())
+        assert "dbt_merge upsert in model orders" in text, text[-1500:]
+        assert (
+            "config 'tblproperties': sets 'delta.enableDeletionVectors' = 'false', but "
+            "table_type merge_on_read writes 'true' there"
+        ) in text, text[-1500:]
