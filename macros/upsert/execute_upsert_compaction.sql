@@ -117,7 +117,11 @@ order by data.file_path
 {#-- rewrite_data_files restricted to the files past the thresholds: the size rules
      are switched off (min-file-size-bytes 0, max-file-size-bytes the largest long) so
      only delete-file-threshold and delete-ratio-threshold select files
-     (apache/iceberg docs/docs/spark-procedures.md, rewrite_data_files). --#}
+     (apache/iceberg docs/docs/spark-procedures.md, rewrite_data_files). With
+     thresholds.target_file_size (the largest file selected), the new files are no
+     larger than the files they replace, as Hudi compacts each file group into its own
+     new base file: the files rewritten together are not folded into one big file that
+     a single task then has to read. --#}
 {% macro get_upsert_compaction_sql(relation, thresholds) %}
     {{ return(adapter.dispatch('get_upsert_compaction_sql', 'dbt_merge')(relation, thresholds)) }}
 {% endmacro %}
@@ -132,6 +136,9 @@ order by data.file_path
             'delete-ratio-threshold', '{{ thresholds.deleted_ratio if thresholds.deleted_ratio is not none else 1.0 }}',
             'min-file-size-bytes', '0',
             'max-file-size-bytes', '9223372036854775807',
+            {%- if thresholds.get('target_file_size') %}
+            'target-file-size-bytes', '{{ thresholds.target_file_size | int }}',
+            {%- endif %}
             'remove-dangling-deletes', 'true'
         )
     )
@@ -154,7 +161,9 @@ order by data.file_path
         {% do outcome.update({'status': 'nothing_pending'}) %}
         {{ return(outcome) }}
     {% endif %}
-    {% set call_sql = dbt_merge.get_upsert_compaction_sql(target, thresholds) %}
+    {% set options = {'target_file_size': pending | map(attribute='file_size_in_bytes') | max} %}
+    {% do options.update(thresholds) %}
+    {% set call_sql = dbt_merge.get_upsert_compaction_sql(target, options) %}
     {% if not execute %}
         {% do log('upsert compaction dry run: would run: ' ~ call_sql, info=true) %}
         {% do outcome.update({'status': 'planned'}) %}

@@ -922,6 +922,13 @@ class TestUpsertCompaction(InstallsDbtMerge):
             ),
             "thresholded.sql": upsert_model(**mor, inline_compaction={"delete_files": 3}),
             "scheduled.sql": upsert_model(**mor, provenance=True),
+            # an empty merge-on-read table that test_compaction_keeps_the_files_apart fills
+            "two_files.sql": (
+                "{{ config(materialized='table', file_format='iceberg', tblproperties={"
+                "'format-version': '2', 'write.delete.mode': 'merge-on-read'}) }}\n"
+                "select cast(id as int) as id, cast(name as string) as name"
+                " from values (0, 'n0') as t(id, name) where false"
+            ),
         }
 
     @pytest.fixture(scope="class")
@@ -1015,3 +1022,27 @@ class TestUpsertCompaction(InstallsDbtMerge):
         new = [r for r in events(spark, schema, "scheduled") if r not in known]
         assert [(r.event_type, r.record_key) for r in new] == [("DELETE", "4")]
         assert "without provenance" not in output
+
+    def test_compaction_keeps_the_files_apart(self, project, spark):
+        """Two files with deletes become two files, not one (Hudi compacts each file
+        group into its own base file): a scan still has a task per file."""
+        schema = project.test_schema
+        name = "two_files"
+        for first in (100_000, 200_000):
+            # files of ~0.5 MB: far above the 5 KB that Iceberg adds to each read split
+            spark.sql(
+                f"insert into {schema}.{name} select /*+ REPARTITION(1) */"
+                f" cast(id as int), md5(cast(id as string)) from range({first}, {first + 20_000})"
+            )
+        spark.sql(f"delete from {schema}.{name} where id in (100000, 200000)")
+        files_before = data_files(spark, schema, name)
+        assert len(files_before) == 2 and pending_deletes(spark, schema, name) == 2
+        before = spark.sql(f"select * from {schema}.{name} order by id").collect()
+        operation = ["run-operation", "dbt_merge.execute_upsert_compaction", "--args"]
+        run_dbt([*operation, json.dumps({"model": name, "execute": True})])
+        assert spark.sql(f"select * from {schema}.{name} order by id").collect() == before
+        assert pending_deletes(spark, schema, name) == 0
+        after = data_files(spark, schema, name)
+        assert not after & files_before and len(after) == 2, (
+            f"two new files, one per file compacted: {sorted(after)}"
+        )
