@@ -38,7 +38,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from dbt_merge.core.errors import DbtMergeError
@@ -309,13 +309,17 @@ def _closed_in_one_task(graph: DataFrame) -> DataFrame:
 
 
 def _labels(nodes: DataFrame, roots: DataFrame, node_col: str, component_col: str) -> DataFrame:
-    """Each named node with the smallest name of its root's component."""
-    return (
-        nodes.join(roots, "nid", "left")
-        .select("node", F.coalesce("root", "nid").alias("root"))
-        .withColumn(component_col, F.min("node").over(Window.partitionBy("root")))
-        .select(F.col("node").alias(node_col), component_col)
+    """Each named node with the smallest name of its root's component.
+
+    The smallest name per root is an aggregation (partial in every task, so a giant
+    component costs one row per task, not one task's sort as a window by root did),
+    then joined back: where components are few that side is small and broadcast.
+    """
+    named = materialize(
+        nodes.join(roots, "nid", "left").select("node", F.coalesce("root", "nid").alias("root"))
     )
+    smallest = named.groupBy("root").agg(F.min("node").alias(component_col))
+    return named.join(smallest, "root").select(F.col("node").alias(node_col), component_col)
 
 
 def _distributed_roots(
