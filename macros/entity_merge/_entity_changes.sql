@@ -82,7 +82,7 @@ numbered as (
 old_members as (
     select
         component,
-        cast(substring_index(node, '|', 1) as int) as member_offset,
+        {{ dbt_merge._entity_node_offset_sql('node') }} as member_offset,
         substring(node, instr(node, '|') + 1) as member_id
     from {{ components }} version as of {{ scope.version }}
     where {{ dbt_merge._is_entity_node_sql('node') }}

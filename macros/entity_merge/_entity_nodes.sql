@@ -38,6 +38,13 @@
 {% endmacro %}
 
 
+{#-- The dataset offset of an entity node (node_sql: a column of an edges or
+     components table), an int: the part of `<offset>|<id>` before the first `|`. --#}
+{% macro _entity_node_offset_sql(node_sql) %}
+    {{- "cast(substring_index(" ~ node_sql ~ ", '|', 1) as int)" -}}
+{% endmacro %}
+
+
 {#-- The node name of a member (a row or struct with member_offset and member_id):
      `<offset>|<id>`, as _entity_node_sql names it in the equality graph. --#}
 {% macro _member_node_sql(member) %}

@@ -185,7 +185,7 @@ from (
     union all
     {%- endfor %}
     select
-        cast(substring_index(src, '|', 1) as int) as dataset_offset,
+        {{ dbt_merge._entity_node_offset_sql('src') }} as dataset_offset,
         src as node,
         fingerprint,
         false as is_record
@@ -193,7 +193,7 @@ from (
     where (src = dst or dst is null) and fingerprint is not null
     {%- if read_from %}
         and (
-            cast(substring_index(src, '|', 1) as int) not in ({{ read_from.keys() | join(', ') }})
+            {{ dbt_merge._entity_node_offset_sql('src') }} not in ({{ read_from.keys() | join(', ') }})
             or src in (
                 {%- for dataset in spec.datasets if dataset.offset in read_from %}
                 select {{ dbt_merge._entity_node_sql(dataset) }}
@@ -214,7 +214,7 @@ having records != 1 or not (fingerprint <=> stored_fingerprint)
      a change-following run reads a dataset with a change column from. --#}
 {% macro _entity_change_marks(relation) %}
     {% set found = run_query(
-        'select cast(substring_index(src, \'|\', 1) as int), max(change_mark) from ' ~ relation
+        'select ' ~ dbt_merge._entity_node_offset_sql('src') ~ ', max(change_mark) from ' ~ relation
         ~ ' where (src = dst or dst is null) and change_mark is not null group by 1'
     ) %}
     {% set marks = {} %}

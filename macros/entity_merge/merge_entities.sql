@@ -35,9 +35,11 @@
     {% do dbt_merge._failpoint('entity_merge.before_merged') %}
     {% set incremental = is_incremental() %}
     {% set scope = dbt_merge._entity_change_scope(spec, components) if incremental else none %}
+    {#-- what a run emits when no component changed since the last one --#}
+    {% set nothing = 'select * from ' ~ this ~ ' where false' %}
     {% if scope and scope.unchanged %}
-        {#-- the components have not changed since the last run: nothing to emit --#}
-        {{ return('select * from ' ~ this ~ ' where false') }}
+        {#-- the components have not committed since the merged table did --#}
+        {{ return(nothing) }}
     {% endif %}
     {% if scope %}
         {#-- a change-following run: the nodes of the changed components, staged once
@@ -50,8 +52,8 @@
         {% endset %}
         {% do scope.update({'affected': dbt_merge._entity_stage('affected', affected)}) %}
         {% if run_query('select 1 from ' ~ scope.affected ~ ' limit 1').rows | length == 0 %}
-            {#-- no component changed since the last run: nothing to emit --#}
-            {{ return('select * from ' ~ this ~ ' where false') }}
+            {#-- they committed, but no entity's component changed --#}
+            {{ return(nothing) }}
         {% endif %}
     {% endif %}
     {#-- the ids were checked by equality_edges, the node these components come from;
