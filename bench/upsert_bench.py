@@ -19,8 +19,8 @@ stored rows and the deletes itself. `merged` gets the same batch already
 deduplicated (one row per key, the newest, computed before the clock starts), since
 dbt-spark's merge fails on duplicate keys; it has no ordering and no deletes.
 
-After the rounds: a full scan of each result (every column of every row, the mean of
-two), then the scheduled compaction of the merge_on_read table
+After the rounds: a full scan of each result (every column of every row; one warm-up
+scan, then the median of five), then the scheduled compaction of the merge_on_read table
 (dbt_merge.execute_upsert_compaction, timed as a whole run-operation) and its scan
 again. The contents of the two upsert tables are checked equal before and after.
 
@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -143,14 +144,18 @@ def run_model(model: str, table: str, full_refresh: bool = False) -> tuple[float
 
 
 def scan(spark, table: str) -> float:
-    """Seconds of a full scan: a hash of every column of every row (the mean of two)."""
+    """Seconds of a full scan: a hash of every column of every row. One scan first,
+    untimed (JIT and metadata caches warm up on it, whatever the table), then the
+    median of five: a scan of 10M rows takes about a second, so one noisy run would
+    move a ratio by a third."""
     sql = f"select sum(xxhash64({COLUMNS})) from {SCHEMA}.{table}"
+    spark.sql(sql).collect()
     times = []
-    for _ in range(2):
+    for _ in range(5):
         started = time.monotonic()
         spark.sql(sql).collect()
         times.append(time.monotonic() - started)
-    return round(sum(times) / 2, 2)
+    return round(statistics.median(times), 2)
 
 
 def files(spark, table: str) -> dict:
