@@ -143,6 +143,12 @@ def curves(name: str, rows: list[dict], cap: float) -> dict[str, dict]:
             upsert = {"seconds": row["upsert_s"], "shuffle_bytes": row.get("upsert_shuffle_bytes")}
             merge = {"seconds": row["merge_s"], "shuffle_bytes": row.get("merge_shuffle_bytes")}
             add("upsert, raw batch", False, size, upsert, "seconds")
+            if "upsert_mor_s" in row:
+                mor = {
+                    "seconds": row["upsert_mor_s"],
+                    "shuffle_bytes": row.get("upsert_mor_shuffle_bytes"),
+                }
+                add("upsert, merge_on_read table", False, size, mor, "seconds")
             add("dbt-spark merge, deduplicated batch", True, size, merge, "seconds")
         elif name == "bin_packing":
             add("bin_pack (streaming)", False, size, row["streaming"], "seconds")

@@ -79,6 +79,15 @@ def test_closure_rows_become_default_distributed_and_capped_naive_curves():
             {"upsert, raw batch": 2.2, "dbt-spark merge, deduplicated batch": 2.0},
         ),
         (
+            "upsert",
+            {"table_rows": 10, "upsert_s": 2.2, "merge_s": 2.0, "upsert_mor_s": 0.9},
+            {
+                "upsert, raw batch": 2.2,
+                "upsert, merge_on_read table": 0.9,
+                "dbt-spark merge, deduplicated batch": 2.0,
+            },
+        ),
+        (
             "bin_packing",
             {
                 "items": 10,
