@@ -20,7 +20,7 @@ from dbt.tests.util import run_dbt
 
 from tests.conftest import WAREHOUSE
 from tests.functional.entity_merge_fixtures import InstallsDbtMerge
-from tests.functional.test_upsert import BATCH_SQL, events, upsert_model
+from tests.functional.test_upsert import AUDITED_MODELS, events, table
 
 OTHER_WRITER = Path(__file__).with_name("other_writer.py")
 
@@ -45,27 +45,16 @@ def snapshots(spark, schema, name) -> list[tuple[int, str]]:
     ]
 
 
-def rows(spark, schema, name) -> list[tuple]:
-    return sorted(
-        tuple(r) for r in spark.sql(f"select id, ts, name, price from {schema}.{name}").collect()
-    )
-
-
 class TestTwoWritersOnOneTable(InstallsDbtMerge):
     @pytest.fixture(scope="class")
     def models(self):
-        return {
-            "batch.sql": BATCH_SQL,
-            "audited.sql": upsert_model(
-                precombine_key="ts", delete_column="is_deleted", provenance=True
-            ),
-        }
+        return AUDITED_MODELS
 
     def test_a_conflicting_commit_fails_cleanly_and_its_retry_succeeds(self, project, spark):
         schema = project.test_schema
         run_dbt(["deps"])
         run_dbt(["run", "--vars", json.dumps({"batch": 1})])
-        assert rows(spark, schema, "audited") == [
+        assert table(spark, schema, "audited") == [
             (1, 2, "name_2", "price_2"),
             (2, 7, "y", None),
             (3, 2, "name_1", None),
@@ -91,7 +80,7 @@ class TestTwoWritersOnOneTable(InstallsDbtMerge):
         assert after_other[:-1] == ours and after_other[-1][1] != this_app, (
             "one new snapshot, the other process's: the failed run stored nothing"
         )
-        assert rows(spark, schema, "audited") == [
+        assert table(spark, schema, "audited") == [
             (1, 2, "other", "price_2"),
             (2, 7, "y", None),
             (3, 2, "name_1", None),
@@ -101,7 +90,7 @@ class TestTwoWritersOnOneTable(InstallsDbtMerge):
 
         retried = run_dbt(["retry"])
         assert [r.node.name for r in retried] == ["audited"]
-        assert rows(spark, schema, "audited") == [
+        assert table(spark, schema, "audited") == [
             (1, 2, "other", "price_2"),
             (2, 7, "y", None),
             (3, 2, "name_1", None),

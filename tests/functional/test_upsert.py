@@ -559,16 +559,20 @@ def events(spark, schema, name):
     return rows
 
 
+# the batch and an upsert model with provenance events (also test_concurrent_writers.py)
+AUDITED_MODELS = {
+    "batch.sql": BATCH_SQL,
+    "audited.sql": upsert_model(precombine_key="ts", delete_column="is_deleted", provenance=True),
+}
+
+
 class TestUpsertProvenance(TableType, InstallsDbtMerge):
     """provenance=true: CREATE / UPDATE / DELETE per key a run changed (SPEC §5)."""
 
     @pytest.fixture(scope="class")
     def models(self):
         return {
-            "batch.sql": BATCH_SQL,
-            "audited.sql": upsert_model(
-                precombine_key="ts", delete_column="is_deleted", provenance=True
-            ),
+            **AUDITED_MODELS,
             "composite.sql": upsert_model(
                 unique_key=["id", "ts"], precombine_key="ts", provenance=True
             ),
