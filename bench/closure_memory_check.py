@@ -11,7 +11,10 @@ driver method, then prints
 * JVM heap: the estimate, and the largest live heap during the method less the live
   heap before: every 200 ms a full GC, then the heap in use (without the GC the
   figure would count garbage, which a large heap leaves lying; the GCs slow the
-  method down, so its time here is not a benchmark).
+  method down, so its time here is not a benchmark). In local mode the tasks run in
+  the driver's JVM, so this also counts their execution memory (sort and aggregation
+  buffers), which Spark bounds by spark.memory.fraction and spills: an upper bound
+  of what the method holds, sampled, so short peaks can be missed.
 
 Usage:
   .venv/bin/python bench/closure_memory_check.py [--sizes 1000000,3000000] [--width 8]

@@ -218,10 +218,8 @@ def test_the_estimate_grows_with_edges_and_name_widths():
     more = closure_memory.driver_need(2_000_000, 2 * 8 * 2_000_000)
     assert wide.python > small.python and wide.jvm > small.jvm
     assert more.python == 2 * small.python and more.jvm == 2 * small.jvm
-    # 1M edges of 8-byte names: some hundreds of MB in Python, not GBs; in the JVM at
-    # least the ~260 bytes an edge that bench/closure_memory_check.py measured
+    # 1M edges of 8-byte names: some hundreds of MB in Python, not GBs
     assert 200e6 < small.python < 1e9
-    assert 260e6 < small.jvm < 1e9
     fits, _ = closure_memory.decide(1_000_000, 16_000_000, DriverMemory(8 << 30, 8 << 30))
     assert fits
 

@@ -6,9 +6,8 @@ the width of the names. ``driver_need`` estimates that need from the two numbers
 the closure measures anyway (edge rows and the bytes of their names), in two parts:
 
 * **JVM heap** (``spark.driver.memory``): the collected Arrow batches of the edges
-  (each name's bytes plus a 4-byte offset), the result's batches on the way back
-  (one row per node: its name twice), and the rows around them while they are
-  converted (``JVM_BYTES_PER_EDGE``; in local mode the tasks share the driver's heap).
+  (each name's bytes plus a 4-byte offset) and the result's batches on the way back
+  (one row per node: its name twice).
 * **Python process**: the Arrow table, a Python ``str`` per name (about 49 bytes of
   header plus its bytes), the pointer arrays pandas builds around them (concat,
   factorize's codes and hash table), scipy's sparse matrix (COO, then CSR) and the
@@ -28,11 +27,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-# JVM heap bytes per edge besides the names: the live heap of the driver method
-# peaked at about 260 bytes an edge (3M edges, 8-character names, local mode:
-# bench/closure_memory_check.py, a full GC every 200 ms); the Arrow offsets alone,
-# 8 bytes, were the estimate before and fell short four times
-JVM_BYTES_PER_EDGE = 256
 # Python bytes per edge besides the names themselves: two str headers (2 x 49), the
 # object pointers of two columns, their concatenation and factorize's codes (2 x 8
 # each), factorize's hash table, COO/CSR indices and data, measured on 1M-edge graphs
@@ -71,7 +65,7 @@ def driver_need(edges: int, name_bytes: int) -> DriverNeed:
     mean_name = name_bytes / (2 * edges) if edges else 0.0
     node_name_bytes = int(nodes * mean_name)
     # in: every name with its 4-byte offset; out: (node, component) per node
-    jvm = name_bytes + JVM_BYTES_PER_EDGE * edges + 2 * (node_name_bytes + 4 * nodes)
+    jvm = name_bytes + 8 * edges + 2 * (node_name_bytes + 4 * nodes)
     python = (
         PYTHON_BYTES_PER_EDGE * edges
         + PYTHON_NAME_COPIES * name_bytes
