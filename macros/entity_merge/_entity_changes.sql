@@ -83,7 +83,7 @@ old_members as (
     select
         component,
         {{ dbt_merge._entity_node_offset_sql('node') }} as member_offset,
-        substring(node, instr(node, '|') + 1) as member_id
+        {{ dbt_merge._entity_node_id_sql('node') }} as member_id
     from {{ components }} version as of {{ scope.version }}
     where {{ dbt_merge._is_entity_node_sql('node') }}
         and component in (

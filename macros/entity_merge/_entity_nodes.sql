@@ -45,6 +45,13 @@
 {% endmacro %}
 
 
+{#-- The id of an entity node (node_sql: a column), a string: the part of
+     `<offset>|<id>` after the first `|` (an id may itself hold `|`). --#}
+{% macro _entity_node_id_sql(node_sql) %}
+    {{- "substring(" ~ node_sql ~ ", instr(" ~ node_sql ~ ", '|') + 1)" -}}
+{% endmacro %}
+
+
 {#-- The node name of a member (a row or struct with member_offset and member_id):
      `<offset>|<id>`, as _entity_node_sql names it in the equality graph. --#}
 {% macro _member_node_sql(member) %}

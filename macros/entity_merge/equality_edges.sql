@@ -254,7 +254,7 @@ having records != 1 or not (fingerprint <=> stored_fingerprint)
     {% set checks = [] %}
     {% if changed is not none %}
         {% do checks.append(
-            'select dataset_offset, substring(node, instr(node, \'|\') + 1) as entity_id, records as row_count from '
+            'select dataset_offset, ' ~ dbt_merge._entity_node_id_sql('node') ~ ' as entity_id, records as row_count from '
             ~ changed ~ ' where node is null or records > 1 order by node is not null, node limit 3'
         ) %}
     {% endif %}

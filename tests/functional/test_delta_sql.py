@@ -326,6 +326,7 @@ NOT_SQL = {
     "_entity_id_sql": "an expression, parsed inside equality_edges and merge_entities",
     "_entity_node_sql": "an expression, parsed inside equality_edges and merge_entities",
     "_entity_node_offset_sql": "an expression, parsed inside equality_edges and merge_entities",
+    "_entity_node_id_sql": "an expression, parsed inside merge_entities",
     "_entity_ids_sql": "an expression, parsed inside merge_entities",
     "_entity_is_deleted_sql": "an expression, parsed inside merge_entities",
     "_entity_is_live_sql": "an expression, parsed inside equality_edges",
