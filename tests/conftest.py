@@ -7,6 +7,7 @@ dbt invocation and every direct Spark check uses the same session, started once.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -34,6 +35,18 @@ os.environ["DBT_MERGE_WAREHOUSE"] = str(WAREHOUSE)
 # the demo is off (dbt_project.yml): every test project that installs dbt_merge must see
 # the package as users get it; the demo's own tests turn it on for their dbt calls
 os.environ.pop("DBT_MERGE_DEMO", None)
+
+
+# the dbt executable of this venv, for the tests that run dbt as a process of its own
+DBT = str(Path(sys.executable).with_name("dbt"))
+
+
+def process_env(**extra: str) -> dict[str, str]:
+    """The environment of a dbt process a test starts: this one's, without pytest's and
+    the test run's DBT_MERGE_ settings, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DBT_MERGE_"))}
+    env.update(DBT_SEND_ANONYMOUS_USAGE_STATS="false", SPARK_LOCAL_IP="127.0.0.1", **extra)
+    return env
 
 
 def session_settings() -> sessions.SessionSettings:

@@ -31,11 +31,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import DBT, ROOT
+from tests.conftest import process_env as _env
 
 pytestmark = pytest.mark.cluster
 
-DBT = str(Path(sys.executable).with_name("dbt"))
 CLUSTER_SH = ROOT / "scripts" / "cluster.sh"
 SCHEMA = "dbt_merge"
 # scripts/cluster.sh's defaults (master, master UI, worker UIs): the test's ports differ
@@ -106,13 +106,6 @@ def _copy_project(dest: Path) -> Path:
                     ROOT / folder, dest / folder, ignore=shutil.ignore_patterns(*ignore)
                 )
     return dest
-
-
-def _env(**extra: str) -> dict[str, str]:
-    """This process's environment without pytest's and the test run's DBT_MERGE_ settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DBT_MERGE_"))}
-    env.update(DBT_SEND_ANONYMOUS_USAGE_STATS="false", SPARK_LOCAL_IP="127.0.0.1", **extra)
-    return env
 
 
 class Build:

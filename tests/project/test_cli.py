@@ -10,9 +10,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from tests.conftest import ROOT, WAREHOUSE
+from tests.conftest import DBT, ROOT, WAREHOUSE
+from tests.conftest import process_env as _env
 
-DBT = str(Path(sys.executable).with_name("dbt"))
 JAVA_FRAME = re.compile(r"^\s+at [\w.$]+\(", re.M)
 LOG4J_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (WARN|ERROR|INFO) ", re.M)
 
@@ -45,12 +45,6 @@ def _project(path: Path) -> list[str]:
     )
     (path / "models" / "broken.sql").write_text("select * from cli.no_such_table")
     return ["--project-dir", str(path), "--profiles-dir", str(path)]
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DBT_MERGE_"))}
-    env.update(DBT_SEND_ANONYMOUS_USAGE_STATS="false", SPARK_LOCAL_IP="127.0.0.1", **extra)
-    return env
 
 
 def test_console_output_has_no_java_noise(tmp_path):

@@ -16,13 +16,11 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+from tests.conftest import DBT, process_env
 from tests.project.installing import write_installing_project
-
-DBT = str(Path(sys.executable).with_name("dbt"))
 
 BATCH = """
 {{ config(materialized='view') }}
@@ -47,12 +45,6 @@ UPSERT = (
 )
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DBT_MERGE_"))}
-    env.update(DBT_SEND_ANONYMOUS_USAGE_STATS="false", SPARK_LOCAL_IP="127.0.0.1")
-    return env
-
-
 class Project:
     def __init__(self, path: Path):
         self.path = path
@@ -75,7 +67,11 @@ class Project:
 
     def dbt(self, *command: str) -> subprocess.CompletedProcess:
         proc = subprocess.run(
-            [DBT, *command, *self.args], capture_output=True, text=True, env=_env(), timeout=600
+            [DBT, *command, *self.args],
+            capture_output=True,
+            text=True,
+            env=process_env(),
+            timeout=600,
         )
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
         return proc
@@ -93,7 +89,7 @@ class Project:
             [DBT, "run", "--vars", variables, "--select", "killed", *self.args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env=_env(),
+            env=process_env(),
             start_new_session=True,
         )
         pattern = re.compile(statement, re.I)
