@@ -9,7 +9,10 @@
 
     By default every data file with a pending delete is compacted; delete_files and
     deleted_ratio restrict it to the files past those thresholds, as the model config
-    inline_compaction does at the end of a run. Each compaction appends a JOIN event
+    inline_compaction does at the end of a run. The small files of the partitions it
+    rewrites (below 3/4 of the largest file rewritten) are folded in, as a batch's new
+    rows would otherwise stay in a small file of their own; a partition without a file
+    past the thresholds is never touched. Each compaction appends a JOIN event
     (old files -> new files) to <schema>.auto_merge_provenance, the events table of the
     auto-merge family, and moves the model's own provenance (provenance=true) past the
     compaction's snapshot, which changed no row. Iceberg only.
@@ -47,7 +50,7 @@
         {'delete_files': 1 if delete_files is none and deleted_ratio is none else delete_files, 'deleted_ratio': deleted_ratio}) %}
     {% set outcome = dbt_merge._compact_upsert_table(target, thresholds, execute) %}
     {% if outcome.status == 'planned' %}
-        {% do log('upsert compaction dry run of ' ~ target ~ ': ' ~ outcome.files_before ~ ' data file(s) with ' ~ outcome.delete_files ~ ' delete file(s) and ' ~ outcome.deleted_rows ~ ' deleted row(s) would be rewritten; nothing was changed. Run it with' ~ " --args '{model: " ~ target.identifier ~ ", execute: true}'", info=true) %}
+        {% do log('upsert compaction dry run of ' ~ target ~ ': ' ~ outcome.files_before ~ ' data file(s) with ' ~ outcome.delete_files ~ ' delete file(s) and ' ~ outcome.deleted_rows ~ ' deleted row(s) would be rewritten (' ~ outcome.small_files ~ ' of them small files of the same partitions, folded in); nothing was changed. Run it with' ~ " --args '{model: " ~ target.identifier ~ ", execute: true}'", info=true) %}
     {% endif %}
     {{ return(outcome) }}
 {% endmacro %}
@@ -114,14 +117,51 @@ order by data.file_path
 {%- endmacro %}
 
 
+{#-- Per partition (spec and values; one for an unpartitioned table) that holds a file
+     past the thresholds or more than one small file: pending_files (past the
+     thresholds), small_files (the others below min_file_size), small_bytes and
+     largest_small (the largest of them). A
+     compaction folds the small files of the partitions it rewrites into the new files,
+     as Iceberg's rewrite_data_files does by default (min-file-size-bytes, 3/4 of the
+     target) and as Hudi routes a batch's inserts into small file groups: a batch's new
+     rows are not left behind in a small file of their own. `partitioned`: whether the
+     table's data_files has a partition column. --#}
+{% macro _upsert_small_files_sql(relation, thresholds, min_file_size, partitioned) %}
+with pending as (
+    {{ dbt_merge._upsert_pending_deletes_sql(relation, thresholds) }}
+),
+files as (
+    select
+        {{ 'to_json(struct(data.spec_id, data.partition))' if partitioned else "''" }} as part,
+        pending.file_path is not null as is_pending,
+        pending.file_path is null and data.file_size_in_bytes < {{ min_file_size | int }} as is_small,
+        data.file_size_in_bytes
+    from {{ relation }}.data_files as data
+    left join pending
+        on data.file_path = pending.file_path
+)
+select
+    part,
+    count_if(is_pending) as pending_files,
+    count_if(is_small) as small_files,
+    coalesce(sum(case when is_small then file_size_in_bytes end), 0) as small_bytes,
+    coalesce(max(case when is_small then file_size_in_bytes end), 0) as largest_small
+from files
+group by part
+having count_if(is_pending) > 0 or count_if(is_small) > 1
+{%- endmacro %}
+
+
 {#-- rewrite_data_files restricted to the files past the thresholds: the size rules
-     are switched off (min-file-size-bytes 0, max-file-size-bytes the largest long) so
-     only delete-file-threshold and delete-ratio-threshold select files
+     are switched off (min-file-size-bytes 0 unless thresholds.min_file_size,
+     max-file-size-bytes the largest long, min-input-files the largest int) so only
+     delete-file-threshold and delete-ratio-threshold select files
      (apache/iceberg docs/docs/spark-procedures.md, rewrite_data_files). With
      thresholds.target_file_size (the largest file selected), the new files are no
      larger than the files they replace, as Hudi compacts each file group into its own
      new base file: the files rewritten together are not folded into one big file that
-     a single task then has to read. --#}
+     a single task then has to read. thresholds.min_file_size lets the files below it
+     join the rewrite (see _upsert_small_files_sql). --#}
 {% macro get_upsert_compaction_sql(relation, thresholds) %}
     {{ return(adapter.dispatch('get_upsert_compaction_sql', 'dbt_merge')(relation, thresholds)) }}
 {% endmacro %}
@@ -134,8 +174,9 @@ order by data.file_path
         options => map(
             'delete-file-threshold', '{{ thresholds.delete_files if thresholds.delete_files is not none else 2147483647 }}',
             'delete-ratio-threshold', '{{ thresholds.deleted_ratio if thresholds.deleted_ratio is not none else 1.0 }}',
-            'min-file-size-bytes', '0',
+            'min-file-size-bytes', '{{ thresholds.get('min_file_size') or 0 }}',
             'max-file-size-bytes', '9223372036854775807',
+            'min-input-files', '2147483647',
             {%- if thresholds.get('target_file_size') %}
             'target-file-size-bytes', '{{ thresholds.target_file_size | int }}',
             {%- endif %}
@@ -152,6 +193,7 @@ order by data.file_path
     {% set outcome = {
         'table': target | string,
         'files_before': pending | length,
+        'small_files': 0,
         'delete_files': pending | sum(attribute='delete_files'),
         'deleted_rows': pending | sum(attribute='deleted_rows'),
         'files_after': none,
@@ -161,7 +203,8 @@ order by data.file_path
         {% do outcome.update({'status': 'nothing_pending'}) %}
         {{ return(outcome) }}
     {% endif %}
-    {% set options = {'target_file_size': pending | map(attribute='file_size_in_bytes') | max} %}
+    {% set options = dbt_merge._upsert_compaction_sizes(target, thresholds, pending) %}
+    {% do outcome.update({'small_files': options.small_files, 'files_before': (pending | length) + options.small_files}) %}
     {% do options.update(thresholds) %}
     {% set call_sql = dbt_merge.get_upsert_compaction_sql(target, options) %}
     {% if not execute %}
@@ -197,6 +240,38 @@ order by data.file_path
     {{ return(outcome) }}
 {% endmacro %}
 
+
+
+{#-- The file sizes of a compaction of `pending` (the files past the thresholds).
+     min_file_size is 3/4 of the largest of them: the other files of their partitions
+     below it (small_files of them) are folded in. target_file_size is the largest
+     pending file plus the largest small file plus the table's delete files (a read
+     split weighs a data file with its delete files), capped at the table's
+     write.target-file-size-bytes (Iceberg's default 512 MB) but never below the
+     largest pending file: each rewritten file has room for a small one
+     (rewrite_data_files reads splits of at least the target size, one task and one
+     new file each), and two pending files share one only where deletes outweigh
+     their rows. Nothing is folded when the
+     size rule would also rewrite a partition without a pending file (more than one
+     small file there, together above the target), which compaction must not touch. --#}
+{% macro _upsert_compaction_sizes(target, thresholds, pending) %}
+    {% set largest = pending | map(attribute='file_size_in_bytes') | max | int %}
+    {% set min_size = largest * 3 // 4 %}
+    {% set partitioned = 'partition' in run_query('select * from ' ~ target ~ '.data_files limit 0').column_names %}
+    {% set parts = run_query(dbt_merge._upsert_small_files_sql(target, thresholds, min_size, partitioned)).rows %}
+    {% set folding = parts | selectattr('pending_files', 'gt', 0) | list %}
+    {% set configured = run_query("show tblproperties " ~ target ~ " ('write.target-file-size-bytes')").rows[0][1] | string %}
+    {% set cap = configured | int if configured.isdigit() else 536870912 %}
+    {% set delete_bytes = run_query('select coalesce(sum(file_size_in_bytes), 0) from ' ~ target ~ '.delete_files').rows[0][0] | int %}
+    {% set target_size = [largest, [largest + (folding | map(attribute='largest_small') | max | int) + delete_bytes, cap] | min] | max %}
+    {% set untouched = parts | selectattr('pending_files', 'equalto', 0) | selectattr('small_bytes', 'gt', target_size) | list %}
+    {% if untouched %}
+        {% do log('upsert compaction of ' ~ target ~ ': small files are not folded in, the size rule would also rewrite ' ~ (untouched | length) ~ ' partition(s) without pending deletes', info=true) %}
+        {{ return({'target_file_size': largest, 'min_file_size': 0, 'small_files': 0}) }}
+    {% endif %}
+    {% set small = folding | sum(attribute='small_files') | int %}
+    {{ return({'target_file_size': target_size if small else largest, 'min_file_size': min_size if small else 0, 'small_files': small}) }}
+{% endmacro %}
 
 
 {#-- A model with provenance=true records the diff between the last recorded version

@@ -933,6 +933,13 @@ class TestUpsertCompaction(InstallsDbtMerge):
                 "select cast(id as int) as id, cast(name as string) as name"
                 " from values (0, 'n0') as t(id, name) where false"
             ),
+            # the same, partitioned: test_compaction_folds_the_small_files_of_its_partition
+            "parted.sql": (
+                "{{ config(materialized='table', file_format='iceberg', partition_by=['p'],"
+                " tblproperties={'format-version': '2', 'write.delete.mode': 'merge-on-read'}) }}\n"
+                "select cast(id as int) as id, cast(name as string) as name, cast(p as int) as p"
+                " from values (0, 'n0', 0) as t(id, name, p) where false"
+            ),
         }
 
     @pytest.fixture(scope="class")
@@ -1050,3 +1057,70 @@ class TestUpsertCompaction(InstallsDbtMerge):
         assert not after & files_before and len(after) == 2, (
             f"two new files, one per file compacted: {sorted(after)}"
         )
+
+    def test_compaction_folds_the_small_files_of_its_partition(self, project, spark):
+        """A small file (a batch's new rows) beside the files with deletes is folded into
+        the new files, so the table ends with as many files as were compacted; the small
+        files of a partition without pending deletes are never touched, and where the
+        size rule alone would rewrite them, nothing is folded anywhere."""
+        schema = project.test_schema
+        name = "parted"
+
+        def insert(first: int, rows: int, part: int) -> None:
+            spark.sql(
+                f"insert into {schema}.{name} select /*+ REPARTITION(1) */ cast(id as int),"
+                f" md5(cast(id as string)), {part} from range({first}, {first + rows})"
+            )
+
+        def files(part: int) -> set[str]:
+            return {
+                r[0]
+                for r in spark.sql(
+                    f"select file_path from {schema}.{name}.data_files where partition.p = {part}"
+                ).collect()
+            }
+
+        def compact() -> str:
+            before = spark.sql(f"select * from {schema}.{name} order by id").collect()
+            operation = ["run-operation", "dbt_merge.execute_upsert_compaction", "--args"]
+            _, output = run_dbt_and_capture([*operation, json.dumps({"model": name})])
+            run_dbt([*operation, json.dumps({"model": name, "execute": True})])
+            assert spark.sql(f"select * from {schema}.{name} order by id").collect() == before
+            assert pending_deletes(spark, schema, name) == 0
+            return output
+
+        # partition 0: two files of ~0.5 MB with a delete each, and a small one;
+        # partition 1: two small files, together far below the target size
+        for first in (100_000, 200_000):
+            insert(first, 20_000, 0)
+        insert(300_000, 1_000, 0)
+        insert(400_000, 1_000, 1)
+        insert(500_000, 1_000, 1)
+        spark.sql(f"delete from {schema}.{name} where id in (100000, 200000)")
+        zero, one = files(0), files(1)
+        assert len(zero) == 3 and len(one) == 2
+        assert "(1 of them small files of the same partitions, folded in)" in compact()
+        compacted = files(0)
+        assert len(compacted) == 2 and not compacted & zero, (
+            f"three files became two, the small one folded in: {sorted(compacted)}"
+        )
+        assert files(1) == one, "no pending delete in partition 1: untouched"
+
+        # partition 1 gains small files that together pass the target size: the size
+        # rule would rewrite them, so nothing is folded, not even partition 0's small file
+        for first in (600_000, 610_000, 620_000, 630_000):
+            insert(first, 8_000, 1)
+        insert(700_000, 1_000, 0)
+        small = files(0) - compacted
+        spark.sql(f"delete from {schema}.{name} where id = 100001")
+        (pending,) = [
+            r[0]
+            for r in spark.sql(
+                f"select distinct file_path from {schema}.{name}.position_deletes"
+            ).collect()
+        ]
+        one = files(1)
+        assert "(0 of them small files" in compact()
+        after = files(0)
+        assert pending not in after and small <= after and len(after) == 3, sorted(after)
+        assert files(1) == one, "partition 1 untouched"
