@@ -74,36 +74,14 @@ numbered as (
 {%- endmacro %}
 
 
-{#-- The CTEs old_members and old_ids: the ids this table holds for the components that
-     changed, computed from the components as they were when it last changed (time
-     travel to scope.version). With identity first, current_entities may not take an id
-     that a component which did not change holds: the query fails naming it. --#}
+{#-- The CTE old_ids: the ids this table holds for the components that changed, as
+     merge_entities staged them (_entity_old_ids_sql; the CTEs below read them several
+     times, and each read would travel to the old components again). With identity
+     first, current_entities may not take an id that a component which did not change
+     holds: the query fails naming it. --#}
 {% macro _entity_old_ids_ctes(spec, components, scope) %}
-old_members as (
-    select
-        component,
-        {{ dbt_merge._entity_node_offset_sql('node') }} as member_offset,
-        {{ dbt_merge._entity_node_id_sql('node') }} as member_id
-    from {{ components }} version as of {{ scope.version }}
-    where {{ dbt_merge._is_entity_node_sql('node') }}
-        and component in (
-        select component
-        from {{ components }} version as of {{ scope.version }}
-        where node in (select node from affected)
-            and component is not null
-    )
-),
-
 old_ids as (
-    select {{ dbt_merge._entity_identity_sql(spec, 'members') }} as `_id`
-    from (
-        select array_sort(
-            collect_list(struct(member_offset, member_id)),
-            {{ dbt_merge._entity_member_order() }}
-        ) as members
-        from old_members
-        group by component
-    )
+    select `_id` from {{ scope.old_ids }}
 )
 {%- if spec.identity == 'first' %},
 
@@ -129,6 +107,43 @@ id_check as (
     from taken_ids
 )
 {%- endif %}
+{%- endmacro %}
+
+
+{#-- The select of the ids this table holds for the components that changed (one row
+     per id), computed from the components as they were when it last changed (time
+     travel to scope.version to the components of the nodes in scope.affected). --#}
+{% macro _entity_old_ids_sql(spec, components, scope) %}
+with
+
+-- the components the affected nodes were in (few: broadcast to the scan below)
+old_components as (
+    select distinct component
+    from {{ components }} version as of {{ scope.version }}
+    where node in (select node from {{ scope.affected }})
+        and component is not null
+),
+
+old_members as (
+    select /*+ BROADCAST(old_components) */
+        stored.component,
+        {{ dbt_merge._entity_node_offset_sql('stored.node') }} as member_offset,
+        {{ dbt_merge._entity_node_id_sql('stored.node') }} as member_id
+    from {{ components }} version as of {{ scope.version }} as stored
+    left semi join old_components
+        on old_components.component = stored.component
+    where {{ dbt_merge._is_entity_node_sql('stored.node') }}
+)
+
+select {{ dbt_merge._entity_identity_sql(spec, 'members') }} as `_id`
+from (
+    select array_sort(
+        collect_list(struct(member_offset, member_id)),
+        {{ dbt_merge._entity_member_order() }}
+    ) as members
+    from old_members
+    group by component
+)
 {%- endmacro %}
 
 

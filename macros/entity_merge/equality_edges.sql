@@ -48,14 +48,23 @@
         {% set marks = dbt_merge._entity_change_marks(this) if follows_columns else {} %}
         {% set changed_relation = dbt_merge._entity_stage('changed', dbt_merge._entity_changed_records_sql(spec, marks)) %}
         {% do dbt_merge._check_entity_ids(spec, changed_relation) %}
+        {% set unchanged = run_query('select 1 from ' ~ changed_relation ~ ' limit 1').rows | length == 0 %}
     {% else %}
         {% do dbt_merge._check_entity_ids(spec) %}
     {% endif %}
     {% do dbt_merge._failpoint('entity_merge.before_edges') %}
-    {% set batch = dbt_merge._entity_next_batch(this if incremental else none) %}
+    {#-- nothing changed: no batch number (a scan of the stored batches) is needed --#}
+    {% set batch = 0 if incremental and unchanged else dbt_merge._entity_next_batch(this if incremental else none) %}
 
-{% set rows = dbt_merge._entity_edge_rows_sql(spec, batch, changed_relation if incremental else none, stored_marks if incremental else false) %}
-{%- if incremental %}
+{% if incremental and not unchanged %}
+    {#-- the changed records read once from the datasets --#}
+    {% set records_relation = dbt_merge._entity_stage('records', dbt_merge._entity_current_records_sql(spec, changed_relation)) %}
+{% endif %}
+{% set rows = dbt_merge._entity_edge_rows_sql(spec, batch, changed_relation if incremental else none, stored_marks if incremental else false, records_relation if incremental and not unchanged else none) %}
+{%- if incremental and unchanged %}
+    {#-- an empty batch, planned without reading a row: the strategy writes nothing --#}
+    select * from ({{ rows }}) limit 0
+{%- elif incremental %}
     {#-- staged too: the MERGE then reads a small table of known size --#}
     select * from {{ dbt_merge._entity_stage('batch', rows) }}
 {%- else %}
@@ -64,17 +73,11 @@
 {% endmacro %}
 
 
-{#-- The select of the edges rows a run writes (batch: its number): every record's rows,
-     or with changed_relation (a change-following run: the staged changed records,
-     _entity_changed_records_sql) the rows of those records only, each with a `$drop`
-     flag, and the stored rows they replace as drops. stored_marks: the stored edges
-     have the change_mark column. --#}
-{% macro _entity_edge_rows_sql(spec, batch, changed_relation=none, stored_marks=false) %}
-with
-
--- every input record (a change-following run: every new or changed one): its node,
--- the fingerprint of its row, whether it is live, and the value nodes of its operands
-current_records as (
+{#-- The select of every input record (with changed_relation, a change-following run's
+     staged changed records: of every new or changed one): its node, the fingerprint of
+     its row, whether it is live, the value nodes of its operands and its change mark.
+     A change-following run stages it once: the edges rows read it several times. --#}
+{% macro _entity_current_records_sql(spec, changed_relation=none) %}
     {%- for dataset in spec.datasets %}
     select
         {{ dbt_merge._entity_node_sql(dataset) }} as node,
@@ -90,6 +93,25 @@ current_records as (
     {%- endif %}
     {% if not loop.last %}union all{% endif %}
     {%- endfor %}
+{%- endmacro %}
+
+
+{#-- The select of the edges rows a run writes (batch: its number): every record's rows,
+     or with changed_relation (a change-following run: the staged changed records,
+     _entity_changed_records_sql) the rows of those records only, each with a `$drop`
+     flag, and the stored rows they replace as drops. stored_marks: the stored edges
+     have the change_mark column. records_relation: those records as staged
+     (_entity_current_records_sql), read instead of the datasets. --#}
+{% macro _entity_edge_rows_sql(spec, batch, changed_relation=none, stored_marks=false, records_relation=none) %}
+with
+
+-- every input record (a change-following run: every new or changed one)
+current_records as (
+    {%- if records_relation %}
+    select * from {{ records_relation }}
+    {%- else %}
+    {{ dbt_merge._entity_current_records_sql(spec, changed_relation) }}
+    {%- endif %}
 ),
 
 next_rows as (

@@ -245,6 +245,7 @@ RENDERED = {
     "_entity_changes_ctes": "people",
     "_entity_retired_ctes": "people",
     "_entity_fingerprint_sql": "people_edges",
+    "_entity_current_records_sql": "people_edges",
     "get_incremental_entity_state_sql": "entity_state_sql",
     "_entity_state_keys": "entity_state_sql",
     "_entity_identity_sql": "people_first",
@@ -421,6 +422,7 @@ NOT_ON_DATABRICKS = {
     "_entity_change_scope": "reads the components' Iceberg history: on Delta the merged "
     "model compares every entity (its first statement returns none before any query)",
     "_entity_old_ids_ctes": f"time travel to the components' Iceberg snapshot; {CHANGE_SCOPE}",
+    "_entity_old_ids_sql": f"time travel to the components' Iceberg snapshot; {CHANGE_SCOPE}",
     "_entity_affected_cte": CHANGE_SCOPE,
     "_entity_current_sql": CHANGE_SCOPE,
 }

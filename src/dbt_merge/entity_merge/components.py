@@ -70,15 +70,17 @@ def entity_components(
     failpoint("entity_merge.before_components")  # the edges committed, the components not
     if "_batch" not in edges.columns:
         components = connected_components(edges, "src", "dst", **closure_options)
-        return components.where(~F.col("node").startswith(VALUE_NODE_PREFIX))
+        return _for_writing(components.where(~F.col("node").startswith(VALUE_NODE_PREFIX)))
     # deleted and gone records have a row without an edge (null dst)
     live = edges.where(F.col("dst").isNotNull()).select("src", "dst")
     edge_batches = edges.agg(F.max("_batch"), F.min("_batch")).first()
     batch, first_batch = edge_batches[0], edge_batches[1]
     if batch is None:
-        return _state_rows(connected_components(live, "src", "dst", **closure_options), 0)
+        closed = connected_components(live, "src", "dst", **closure_options)
+        return _for_writing(_state_rows(closed, 0))
     if previous is None:
-        return _state_rows(connected_components(live, "src", "dst", **closure_options), batch)
+        closed = connected_components(live, "src", "dst", **closure_options)
+        return _for_writing(_state_rows(closed, batch))
 
     seen = previous.agg(F.max("_batch")).first()[0]
     if seen is not None and batch <= seen:
@@ -128,12 +130,21 @@ def _state_rows(components: DataFrame, batch: int) -> DataFrame:
     return components.select("node", "component", F.lit(batch).cast("bigint").alias("_batch"))
 
 
+def _for_writing(df: DataFrame) -> DataFrame:
+    """The rows as few files of Spark's advisory size (a rebalance, which adaptive
+    execution coalesces). A closure's frame has the partitions of its checkpointed
+    rounds (``materialize``), hundreds of them: written as they are, a 3M-record
+    merge's components were 459 files of 10k rows, every scan of the state opened them
+    all, and every merge-on-read MERGE that touched them wrote a delete file for each."""
+    return df.hint("rebalance")
+
+
 def _changes(closed: DataFrame, affected: DataFrame, batch: int) -> DataFrame:
     """The state rows of a run: every closed node with its component, and for every
     affected node that is no longer in the graph a tombstone (an entity node: null
     component, so the merged model sees it go) or a drop (a value node)."""
     gone = affected.select("node").join(closed.select("node"), "node", "left_anti")
-    return (
+    return _for_writing(
         _state_rows(closed, batch)
         .withColumn("$drop", F.lit(False))
         .unionByName(
