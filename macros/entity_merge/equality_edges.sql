@@ -187,6 +187,20 @@ left anti join next_rows
     {%- for dataset in spec.datasets if dataset.change_sql and marks.get(dataset.offset) is not none %}
         {%- do read_from.update({dataset.offset: '(' ~ dataset.change_sql ~ ' >= ' ~ dataset.change_from_sql.format(marks[dataset.offset]) ~ ' or ' ~ dataset.change_sql ~ ' is null)'}) %}
     {%- endfor %}
+{%- if read_from %}
+with
+
+-- the records read from their change marks on: few, so broadcast to the stored rows
+read_nodes as (
+    {%- for dataset in spec.datasets if dataset.offset in read_from %}
+    select {{ dbt_merge._entity_node_sql(dataset) }} as node
+    from {{ dataset.relation }} as {{ dataset.alias }}
+    where {{ read_from[dataset.offset] }}
+    {% if not loop.last %}union all{% endif %}
+    {%- endfor %}
+)
+
+{% endif -%}
 select
     dataset_offset,
     node,
@@ -206,6 +220,20 @@ from (
     {%- endif %}
     union all
     {%- endfor %}
+    {%- if read_from %}
+    -- the stored rows of the datasets read from their marks: of the records read only
+    select /*+ BROADCAST(read_nodes) */
+        {{ dbt_merge._entity_node_offset_sql('stored.src') }} as dataset_offset,
+        stored.src as node,
+        stored.fingerprint,
+        false as is_record
+    from {{ this }} as stored
+    left semi join read_nodes
+        on read_nodes.node = stored.src
+    where (stored.src = stored.dst or stored.dst is null) and stored.fingerprint is not null
+    {%- endif %}
+    {%- if spec.datasets | rejectattr('offset', 'in', read_from.keys() | list) | list %}
+    {{ 'union all' if read_from }}
     select
         {{ dbt_merge._entity_node_offset_sql('src') }} as dataset_offset,
         src as node,
@@ -214,17 +242,8 @@ from (
     from {{ this }}
     where (src = dst or dst is null) and fingerprint is not null
     {%- if read_from %}
-        and (
-            {{ dbt_merge._entity_node_offset_sql('src') }} not in ({{ read_from.keys() | join(', ') }})
-            or src in (
-                {%- for dataset in spec.datasets if dataset.offset in read_from %}
-                select {{ dbt_merge._entity_node_sql(dataset) }}
-                from {{ dataset.relation }} as {{ dataset.alias }}
-                where {{ read_from[dataset.offset] }}
-                {% if not loop.last %}union all{% endif %}
-                {%- endfor %}
-            )
-        )
+        and {{ dbt_merge._entity_node_offset_sql('src') }} not in ({{ read_from.keys() | join(', ') }})
+    {%- endif %}
     {%- endif %}
 )
 group by dataset_offset, node

@@ -271,6 +271,7 @@ EXECUTED = {
     "_check_max_merged": r"having count\(\*\) > \d+\s+order by member_count",
     "_entity_next_batch": r"select greatest\( unix_micros\(current_timestamp\(\)\)",
     "_check_entity_declaration": r"select declaration from \S+people_follow_edges",
+    "_entity_state_target_filter": r"select distinct src from \S+people_edges limit 20001",
     "_entity_stage": (
         r"create table \S+people_follow_edges__dbt_merge_"
         r"(changed as .*count_if\(is_record\)|batch as .*true as `\$drop`)"
@@ -291,6 +292,7 @@ NOT_SQL = {
     # entity merge
     "_entity_merge_settings": "returns the known settings (a dict)",
     "_entity_merge_error": "raises a compiler error",
+    "_entity_state_filter_limit": "returns a number (the most keys a state MERGE lists)",
     "_entity_merge_spec": "returns the checked declaration (a dict)",
     "_entity_merge_parse_spec": "parse-time stand-in of _entity_merge_spec (a dict)",
     "_entity_merge_declaration": "returns the declaration (a dict)",
@@ -436,7 +438,10 @@ SHAPES = {
         [exp.Query],
         ["people_follow_edges__dbt_merge_batch"],
     ),
-    "entity_state_sql": ([exp.Merge], ["when matched and source.`$drop` then delete", "<=>"]),
+    "entity_state_sql": (
+        [exp.Merge],
+        ["when matched and source.`$drop` then delete", "<=>", "and target.`src` in ('"],
+    ),
     "people": ([exp.Query], ["left anti join", "`$replaced`", "(select coalesce(max(`_updated`)"]),
     "people_first": ([exp.Query], ["array_distinct(flatten(", "- 1 as `_updated`"]),
     "people_listed": ([exp.Query], ["assert_true(", "as `$merged`"]),

@@ -25,6 +25,7 @@ select 'dbt_merge: an empty batch, nothing to write' as entity_state
 merge into {{ target }} as target
 using {{ source }} as source
 on {% for key in keys %}target.{{ adapter.quote(key) }} <=> source.{{ adapter.quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
+    {{- dbt_merge._entity_state_target_filter(source, keys, arg_dict.get('unique_key')) }}
 when matched and source.`$drop` then delete
 when matched then update set
     {%- for column in columns %}
@@ -48,4 +49,34 @@ when not matched and not source.`$drop` then insert ({% for column in columns %}
         {{ return(['node']) }}
     {%- endif %}
     {% do exceptions.raise_compiler_error("dbt_merge: model " ~ target ~ ", setting 'incremental_strategy': entity_state writes the state tables of an entity merge (columns src, dst or node) but the stored table has the columns " ~ (columns | join(', ')) ~ "; set unique_key or use another strategy") %}
+{% endmacro %}
+
+
+{#-- A MERGE that inserts joins its target to its source with an outer join that keeps
+     every source row, so Spark cannot broadcast the source: it shuffles and sorts the
+     whole target (7.7M edges rows for a few thousand changed ones). A condition on
+     the target alone is pushed below that join, so the MERGE's condition also lists
+     the source's values of the first key: the target is then filtered while it is
+     read, and only its matching rows are shuffled. Only for the state tables' own keys
+     (src, node), when no source row has a null key (`in` is then exact where the
+     condition compares null-safe) and for at most _entity_state_filter_limit() values;
+     otherwise nothing is added. --#}
+{% macro _entity_state_target_filter(source, keys, unique_key) %}
+    {%- if unique_key or keys[0] not in ['src', 'node'] %}
+        {{- return('') -}}
+    {%- endif %}
+    {%- set limit = dbt_merge._entity_state_filter_limit() %}
+    {%- set found = run_query('select distinct ' ~ keys[0] ~ ' from ' ~ source ~ ' limit ' ~ (limit + 1)).rows %}
+    {%- if found | length == 0 or found | length > limit or found | selectattr(0, 'none') | list %}
+        {{- return('') -}}
+    {%- endif %}
+    {%- set values = [] %}
+    {%- for row in found %}{% do values.append(dbt_merge._sql_string(row[0])) %}{% endfor %}
+    {{- return('\n    and target.' ~ adapter.quote(keys[0]) ~ ' in (' ~ (values | join(', ')) ~ ')') -}}
+{% endmacro %}
+
+
+{#-- The most values _entity_state_target_filter lists in a MERGE's condition. --#}
+{% macro _entity_state_filter_limit() %}
+    {{- return(20000) -}}
 {% endmacro %}
