@@ -24,7 +24,8 @@ that changes nothing; each run's three merge nodes are timed and divided by the 
 build's, and the share of the graph's nodes the run closed again is printed (what an
 incremental run costs grows with it: `--chain 25` makes every component ~94 records).
 With --change-column as well, every dataset carries `_changed_at` (the day of the
-delivery that last changed a record) declared in the merge's change_columns, so a
+delivery that last changed a record; before the first delivery, one of the 1,000 days
+before it) declared in the merge's change_columns, so a
 run reads only the records changed since the last one.
 
 Usage:
@@ -136,9 +137,13 @@ def write_project(
         email = CHANGED.format(
             changed=changed, delivery="{{ var('delivery', 0) }}", email="email", people=people
         )
+        # a record no delivery changed was last changed on one of the 1,000 days before
+        # the first delivery (as records of a real table were), so a run reads from the
+        # last of those days the records changed then and since, not every record
         changed_at = (
             f", timestamp_seconds(case when ({changed}) or ({changed_before}) "
-            "then {{ var('delivery', 0) }} * 86400 else 0 end) as _changed_at"
+            "then {{ var('delivery', 0) }} * 86400"
+            " else -(pmod(xxhash64(_id, 'changed_at'), 1000) + 1) * 86400 end) as _changed_at"
             if change_column
             else ""
         )
