@@ -118,27 +118,28 @@ order by data.file_path
 
 
 {#-- Per partition (spec and values; one for an unpartitioned table) that holds a file
-     past the thresholds or more than one small file: pending_files (past the
-     thresholds), small_files (the others below min_file_size), small_bytes and
-     largest_small (the largest of them). A
-     compaction folds the small files of the partitions it rewrites into the new files,
-     as Iceberg's rewrite_data_files does by default (min-file-size-bytes, 3/4 of the
-     target) and as Hudi routes a batch's inserts into small file groups: a batch's new
-     rows are not left behind in a small file of their own. `partitioned`: whether the
-     table's data_files has a partition column. --#}
-{% macro _upsert_small_files_sql(relation, thresholds, min_file_size, partitioned) %}
-with pending as (
-    {{ dbt_merge._upsert_pending_deletes_sql(relation, thresholds) }}
-),
-files as (
+     past the thresholds or more than one small file: pending_files (the files of
+     pending_paths, past the thresholds, as _upsert_pending_deletes_sql found them),
+     small_files (the others below min_file_size), small_bytes and largest_small (the
+     largest of them). A compaction folds the small files of the partitions it rewrites
+     into the new files, as Iceberg's rewrite_data_files does by default
+     (min-file-size-bytes, 3/4 of the target) and as Hudi routes a batch's inserts into
+     small file groups: a batch's new rows are not left behind in a small file of their
+     own. `partitioned`: whether the table's data_files has a partition column. --#}
+{% macro _upsert_small_files_sql(relation, pending_paths, min_file_size, partitioned) %}
+    {%- set quoted = [] %}
+    {%- for path in pending_paths %}{% do quoted.append(dbt_merge._sql_string(path)) %}{% endfor %}
+with files as (
     select
-        {{ 'to_json(struct(data.spec_id, data.partition))' if partitioned else "''" }} as part,
-        pending.file_path is not null as is_pending,
-        pending.file_path is null and data.file_size_in_bytes < {{ min_file_size | int }} as is_small,
-        data.file_size_in_bytes
-    from {{ relation }}.data_files as data
-    left join pending
-        on data.file_path = pending.file_path
+        {{ 'to_json(struct(spec_id, partition))' if partitioned else "''" }} as part,
+        file_path in ({{ quoted | join(', ') }}) as is_pending,
+        file_size_in_bytes
+    from {{ relation }}.data_files
+),
+
+sized as (
+    select part, is_pending, not is_pending and file_size_in_bytes < {{ min_file_size | int }} as is_small, file_size_in_bytes
+    from files
 )
 select
     part,
@@ -146,7 +147,7 @@ select
     count_if(is_small) as small_files,
     coalesce(sum(case when is_small then file_size_in_bytes end), 0) as small_bytes,
     coalesce(max(case when is_small then file_size_in_bytes end), 0) as largest_small
-from files
+from sized
 group by part
 having count_if(is_pending) > 0 or count_if(is_small) > 1
 {%- endmacro %}
@@ -203,7 +204,7 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
         {% do outcome.update({'status': 'nothing_pending'}) %}
         {{ return(outcome) }}
     {% endif %}
-    {% set options = dbt_merge._upsert_compaction_sizes(target, thresholds, pending) %}
+    {% set options = dbt_merge._upsert_compaction_sizes(target, pending) %}
     {% do outcome.update({'small_files': options.small_files, 'files_before': (pending | length) + options.small_files}) %}
     {% do options.update(thresholds) %}
     {% set call_sql = dbt_merge.get_upsert_compaction_sql(target, options) %}
@@ -251,14 +252,14 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
      largest pending file: each rewritten file has room for a small one
      (rewrite_data_files reads splits of at least the target size, one task and one
      new file each), and two pending files share one only where deletes outweigh
-     their rows. Nothing is folded when the
-     size rule would also rewrite a partition without a pending file (more than one
-     small file there, together above the target), which compaction must not touch. --#}
-{% macro _upsert_compaction_sizes(target, thresholds, pending) %}
+     their rows. Nothing is folded when the size rule would also rewrite a partition
+     without a pending file (more than one small file there, together above the
+     target), which compaction must not touch. --#}
+{% macro _upsert_compaction_sizes(target, pending) %}
     {% set largest = pending | map(attribute='file_size_in_bytes') | max | int %}
     {% set min_size = largest * 3 // 4 %}
     {% set partitioned = 'partition' in run_query('select * from ' ~ target ~ '.data_files limit 0').column_names %}
-    {% set parts = run_query(dbt_merge._upsert_small_files_sql(target, thresholds, min_size, partitioned)).rows %}
+    {% set parts = run_query(dbt_merge._upsert_small_files_sql(target, pending | map(attribute='file_path') | list, min_size, partitioned)).rows %}
     {% set folding = parts | selectattr('pending_files', 'gt', 0) | list %}
     {% set configured = run_query("show tblproperties " ~ target ~ " ('write.target-file-size-bytes')").rows[0][1] | string %}
     {% set cap = configured | int if configured.isdigit() else 536870912 %}
