@@ -13,7 +13,7 @@
 {% macro _entity_changes_ctes(spec, components, columns, output_columns, previous_columns, scope=none) %}
 -- incremental: compare with what is stored and emit only the differences
 {%- if scope %}
-{{ dbt_merge._entity_old_ids_ctes(spec, components, scope) }},
+{{ dbt_merge._entity_old_ids_ctes(spec, scope) }},
 
 previous as (
     select *
@@ -79,7 +79,7 @@ numbered as (
      times, and each read would travel to the old components again). With identity
      first, current_entities may not take an id that a component which did not change
      holds: the query fails naming it. --#}
-{% macro _entity_old_ids_ctes(spec, components, scope) %}
+{% macro _entity_old_ids_ctes(spec, scope) %}
 old_ids as (
     select `_id` from {{ scope.old_ids }}
 )
