@@ -911,6 +911,10 @@ AFTER_BATCH_1_AGAIN = [
 ]
 
 
+# the scheduled compaction, followed by its --args
+COMPACTION = ["run-operation", "dbt_merge.execute_upsert_compaction", "--args"]
+
+
 class TestUpsertCompaction(InstallsDbtMerge):
     """merge_on_read compaction, inline (thresholds) and scheduled (run-operation): the
     contents never change, and each compaction is a JOIN event."""
@@ -1010,13 +1014,12 @@ class TestUpsertCompaction(InstallsDbtMerge):
         before = table(spark, schema, "scheduled")
         pending = pending_deletes(spark, schema, "scheduled")
         snapshot = current_snapshot(spark, schema, "scheduled")
-        operation = ["run-operation", "dbt_merge.execute_upsert_compaction", "--args"]
-        _, output = run_dbt_and_capture([*operation, json.dumps({"model": "scheduled"})])
+        _, output = run_dbt_and_capture([*COMPACTION, json.dumps({"model": "scheduled"})])
         assert "upsert compaction dry run of" in output and "nothing was changed" in output
         assert current_snapshot(spark, schema, "scheduled") == snapshot, "a dry run by default"
         assert pending_deletes(spark, schema, "scheduled") == pending
 
-        run_dbt([*operation, json.dumps({"model": "scheduled", "execute": True})])
+        run_dbt([*COMPACTION, json.dumps({"model": "scheduled", "execute": True})])
         assert table(spark, schema, "scheduled") == before, "the same rows"
         count = spark.sql(f"select count(*) from {schema}.scheduled").first()[0]
         assert count == len(before)
@@ -1049,8 +1052,7 @@ class TestUpsertCompaction(InstallsDbtMerge):
         files_before = data_files(spark, schema, name)
         assert len(files_before) == 2 and pending_deletes(spark, schema, name) == 2
         before = spark.sql(f"select * from {schema}.{name} order by id").collect()
-        operation = ["run-operation", "dbt_merge.execute_upsert_compaction", "--args"]
-        run_dbt([*operation, json.dumps({"model": name, "execute": True})])
+        run_dbt([*COMPACTION, json.dumps({"model": name, "execute": True})])
         assert spark.sql(f"select * from {schema}.{name} order by id").collect() == before
         assert pending_deletes(spark, schema, name) == 0
         after = data_files(spark, schema, name)
@@ -1082,9 +1084,8 @@ class TestUpsertCompaction(InstallsDbtMerge):
 
         def compact() -> str:
             before = spark.sql(f"select * from {schema}.{name} order by id").collect()
-            operation = ["run-operation", "dbt_merge.execute_upsert_compaction", "--args"]
-            _, output = run_dbt_and_capture([*operation, json.dumps({"model": name})])
-            run_dbt([*operation, json.dumps({"model": name, "execute": True})])
+            _, output = run_dbt_and_capture([*COMPACTION, json.dumps({"model": name})])
+            run_dbt([*COMPACTION, json.dumps({"model": name, "execute": True})])
             assert spark.sql(f"select * from {schema}.{name} order by id").collect() == before
             assert pending_deletes(spark, schema, name) == 0
             return output
