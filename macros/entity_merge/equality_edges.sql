@@ -38,17 +38,33 @@
     {% endif %}
     {% set incremental = is_incremental() %}
     {% set follows_columns = spec.datasets | selectattr('change_sql') | list | length > 0 %}
+    {% set digested = dbt_merge._entity_uses_digest(spec) %}
+    {% set candidates = none %}
+    {% set changed_relation = none %}
     {% if incremental %}
         {% set state_columns = ['src', 'dst', 'fingerprint', '_batch', 'declaration'] %}
         {% set stored_columns = dbt_merge._check_entity_state_columns(spec, this, state_columns + (['change_mark'] if follows_columns else [])) %}
         {% do dbt_merge._check_entity_declaration(spec, this) %}
         {% set stored_marks = 'change_mark' in stored_columns %}
-        {#-- the records that differ from the stored state, staged once; the ids are
-             checked on them (the same scan finds duplicates and null ids) --#}
-        {% set marks = dbt_merge._entity_change_marks(this) if follows_columns else {} %}
-        {% set changed_relation = dbt_merge._entity_stage('changed', dbt_merge._entity_changed_records_sql(spec, marks)) %}
-        {% do dbt_merge._check_entity_ids(spec, changed_relation) %}
-        {% set unchanged = run_query('select 1 from ' ~ changed_relation ~ ' limit 1').rows | length == 0 %}
+        {% set digest = dbt_merge._entity_stored_digest(this) if digested else none %}
+        {% set unchanged = false %}
+        {% if digest is not none %}
+            {#-- only the buckets whose digest differs are compared record by record; their
+                 records are read once (candidates), with everything the batch needs --#}
+            {% set buckets = dbt_merge._entity_stage('buckets', dbt_merge._entity_changed_buckets_sql(spec, digest)) %}
+            {% set unchanged = run_query('select 1 from ' ~ buckets ~ ' limit 1').rows | length == 0 %}
+            {% if not unchanged %}
+                {% set candidates = dbt_merge._entity_stage('candidates', dbt_merge._entity_current_records_sql(spec, buckets=buckets)) %}
+            {% endif %}
+        {% endif %}
+        {% if not unchanged %}
+            {#-- the records that differ from the stored state, staged once; the ids are
+                 checked on them (the same scan finds duplicates and null ids) --#}
+            {% set marks = dbt_merge._entity_change_marks(this) if follows_columns else {} %}
+            {% set changed_relation = dbt_merge._entity_stage('changed', dbt_merge._entity_changed_records_sql(spec, marks, candidates, buckets if candidates is not none else none)) %}
+            {% do dbt_merge._check_entity_ids(spec, changed_relation) %}
+            {% set unchanged = run_query('select 1 from ' ~ changed_relation ~ ' limit 1').rows | length == 0 %}
+        {% endif %}
     {% else %}
         {% do dbt_merge._check_entity_ids(spec) %}
     {% endif %}
@@ -57,42 +73,69 @@
     {% set batch = 0 if incremental and unchanged else dbt_merge._entity_next_batch(this if incremental else none) %}
 
 {% if incremental and not unchanged %}
-    {#-- the changed records read once from the datasets --#}
-    {% set records_relation = dbt_merge._entity_stage('records', dbt_merge._entity_current_records_sql(spec, changed_relation)) %}
+    {#-- the changed records read once (from the datasets, or from the candidates) --#}
+    {% set records_relation = dbt_merge._entity_stage('records', dbt_merge._entity_current_records_sql(spec, changed_relation, candidates=candidates)) %}
 {% endif %}
-{% set rows = dbt_merge._entity_edge_rows_sql(spec, batch, changed_relation if incremental else none, stored_marks if incremental else false, records_relation if incremental and not unchanged else none) %}
+{% if digested and incremental and (changed_relation is not none or digest is none) %}
+    {#-- the digest once the batch is written; finish_incremental_entity_state stores it
+         after the MERGE's commit --#}
+    {% do dbt_merge._entity_stage('digest_next', dbt_merge._entity_next_digest_sql(
+        digest, changed_relation, records_relation if not unchanged else none
+    )) %}
+    {% do dbt_merge._entity_digest_plan('next') %}
+{% elif digested %}
+    {#-- a first run computes it from the edges it writes; a run that found no bucket
+         changed keeps the stored one --#}
+    {% do dbt_merge._entity_digest_plan('keep' if incremental else 'rebuild') %}
+{% elif config.get('materialized') == 'incremental' and config.get('incremental_strategy') == 'entity_state' and config.get('file_format') == 'iceberg' %}
+    {% do dbt_merge._entity_digest_plan('none') %}
+{% endif %}
 {%- if incremental and unchanged %}
     {#-- an empty batch, planned without reading a row: the strategy writes nothing --#}
-    select * from ({{ rows }}) limit 0
+    select *, false as `$drop` from {{ this }} limit 0
 {%- elif incremental %}
     {#-- staged too: the MERGE then reads a small table of known size --#}
-    select * from {{ dbt_merge._entity_stage('batch', rows) }}
+    select * from {{ dbt_merge._entity_stage('batch', dbt_merge._entity_edge_rows_sql(spec, batch, changed_relation, stored_marks, records_relation)) }}
 {%- else %}
-    {{ rows }}
+    {{ dbt_merge._entity_edge_rows_sql(spec, batch) }}
 {%- endif %}
 {% endmacro %}
 
 
 {#-- The select of every input record (with changed_relation, a change-following run's
-     staged changed records: of every new or changed one): its node, the fingerprint of
-     its row, whether it is live, the value nodes of its operands and its change mark.
-     A change-following run stages it once: the edges rows read it several times. --#}
-{% macro _entity_current_records_sql(spec, changed_relation=none) %}
-    {%- for dataset in spec.datasets %}
+     staged changed records: of every new or changed one; with buckets, the staged
+     buckets whose digest changed: of every record in them): its dataset offset, node,
+     the fingerprint of its row, whether it is live, the value nodes of its operands and
+     its change mark. candidates: the records of the changed buckets as staged (with
+     buckets), read instead of the datasets. A change-following run stages it once: the
+     edges rows read it several times. --#}
+{% macro _entity_current_records_sql(spec, changed_relation=none, buckets=none, candidates=none) %}
+    {%- set selects = [] %}
+    {%- if candidates is not none %}
+        {%- do selects.append('select * from ' ~ candidates ~ ' where node in (select node from ' ~ changed_relation ~ ' where records = 1)') %}
+    {%- endif %}
+    {%- for dataset in spec.datasets if candidates is none or dataset.change_sql %}
+        {%- set node = dbt_merge._entity_node_sql(dataset) %}
+        {%- set select -%}
     select
-        {{ dbt_merge._entity_node_sql(dataset) }} as node,
+        {{ dataset.offset }} as dataset_offset,
+        {{ node }} as node,
         {{ dbt_merge._entity_fingerprint_sql(dataset) }} as fingerprint,
         {{ dbt_merge._entity_is_live_sql(dataset) }} as live,
         {{ dbt_merge._entity_value_nodes_sql(spec, dataset) }} as value_nodes,
         {{ dataset.change_mark_sql or 'cast(null as bigint)' }} as change_mark
     from {{ dataset.relation }} as {{ dataset.alias }}
     {%- if changed_relation %}
-    where {{ dbt_merge._entity_node_sql(dataset) }} in (
-        select node from {{ changed_relation }} where records = 1
+    where {{ node }} in (select node from {{ changed_relation }} where records = 1)
+    {%- elif buckets is not none %}
+    where {{ dbt_merge._entity_bucket_sql(node) }} in (
+        select bucket from {{ buckets }} where dataset_offset = {{ dataset.offset }}
     )
     {%- endif %}
-    {% if not loop.last %}union all{% endif %}
+        {%- endset %}
+        {%- do selects.append(select) %}
     {%- endfor %}
+    {{- selects | join('\nunion all\n') }}
 {%- endmacro %}
 
 
@@ -182,7 +225,7 @@ left anti join next_rows
      dataset with a change column and a mark is read from that mark on (and its null
      change values), and only the stored rows of those records take part: a record
      gone from such a dataset is not seen. --#}
-{% macro _entity_changed_records_sql(spec, marks={}) %}
+{% macro _entity_changed_records_sql(spec, marks={}, candidates=none, buckets=none) %}
     {%- set read_from = {} %}
     {%- for dataset in spec.datasets if dataset.change_sql and marks.get(dataset.offset) is not none %}
         {%- do read_from.update({dataset.offset: '(' ~ dataset.change_sql ~ ' >= ' ~ dataset.change_from_sql.format(marks[dataset.offset]) ~ ' or ' ~ dataset.change_sql ~ ' is null)'}) %}
@@ -208,7 +251,13 @@ select
     max(if(is_record, fingerprint, null)) as fingerprint,
     max(if(is_record, null, fingerprint)) as stored_fingerprint
 from (
-    {%- for dataset in spec.datasets %}
+    {%- if candidates is not none %}
+    -- the records of the buckets whose digest changed
+    select dataset_offset, node, fingerprint, true as is_record
+    from {{ candidates }}
+    union all
+    {%- endif %}
+    {%- for dataset in spec.datasets if candidates is none %}
     select
         {{ dataset.offset }} as dataset_offset,
         {{ dbt_merge._entity_node_sql(dataset) }} as node,
@@ -234,12 +283,18 @@ from (
     {%- endif %}
     {%- if spec.datasets | rejectattr('offset', 'in', read_from.keys() | list) | list %}
     {{ 'union all' if read_from }}
-    select
+    select {{- ' /*+ BROADCAST(buckets) */' if buckets is not none }}
         {{ dbt_merge._entity_node_offset_sql('src') }} as dataset_offset,
         src as node,
         fingerprint,
         false as is_record
     from {{ this }}
+    {%- if buckets is not none %}
+    -- of the buckets whose digest changed only
+    left semi join {{ buckets }} as buckets
+        on buckets.dataset_offset = {{ dbt_merge._entity_node_offset_sql('src') }}
+        and buckets.bucket = {{ dbt_merge._entity_bucket_sql('src') }}
+    {%- endif %}
     where (src = dst or dst is null) and fingerprint is not null
     {%- if read_from %}
         and {{ dbt_merge._entity_node_offset_sql('src') }} not in ({{ read_from.keys() | join(', ') }})

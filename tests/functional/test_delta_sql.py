@@ -338,6 +338,11 @@ NOT_SQL = {
     "_member_node_sql": "an expression, parsed inside merge_entities",
     "_json_scalar_sql": "an expression, parsed inside merge_entities (strategy compact)",
     "_entity_strategies": "returns the strategy macros by name (a dict)",
+    "_entity_digest_buckets": "returns a number (the digest's buckets per dataset)",
+    "_entity_bucket_sql": "an expression, parsed inside the digest's selects (Iceberg only)",
+    "_entity_digest_mix_sql": "an expression, parsed inside the digest's selects (Iceberg only)",
+    "_entity_uses_digest": "returns whether the edges model keeps a digest (a boolean)",
+    "_entity_side_relation": "returns a relation beside the model (used by _entity_stage)",
     "_entity_strategy_default": "returns SQL fragments (a dict), parsed inside people_plain",
     "_entity_strategy_compact": "returns SQL fragments (a dict), parsed inside people_first",
     "_entity_strategy_list": "returns SQL fragments (a dict), parsed inside people_listed",
@@ -395,6 +400,10 @@ UPSERT_COMPACTION = (
 # the merged model of a change-following merge: Iceberg only (on Delta it compares
 # every entity, as _entity_change_scope returns none)
 CHANGE_SCOPE = "only with _entity_change_scope, which needs the components' Iceberg history"
+DIGEST = (
+    "the edges' digest is kept on Iceberg only (_entity_uses_digest is false for Delta; "
+    "tested in test_entity_merge_following.py)"
+)
 NOT_ON_DATABRICKS = {
     "execute_auto_merge": "Iceberg only: a Delta table fails before anything runs "
     "(test_execute_auto_merge_refuses_delta)",
@@ -427,6 +436,13 @@ NOT_ON_DATABRICKS = {
     "_entity_old_ids_sql": f"time travel to the components' Iceberg snapshot; {CHANGE_SCOPE}",
     "_entity_affected_cte": CHANGE_SCOPE,
     "_entity_current_sql": CHANGE_SCOPE,
+    "_entity_current_snapshot_sql": f"reads an Iceberg table's history; {DIGEST}",
+    "_entity_stored_digest": DIGEST,
+    "_entity_changed_buckets_sql": DIGEST,
+    "_entity_state_digest_sql": DIGEST,
+    "_entity_next_digest_sql": DIGEST,
+    "_entity_digest_plan": DIGEST,
+    "finish_incremental_entity_state": f"{DIGEST}; a step of the spark_session flow",
 }
 
 # -- expected shape of each rendered node ----------------------------------------------------

@@ -36,8 +36,11 @@ FAILURES = {
     2: "entity_merge.before_edges",
     5: "entity_merge.before_components",
     6: "entity_merge.before_components",
+    7: "entity_merge.before_digest",
     9: "entity_merge.before_merged",
 }
+# the edges model's staged buckets (their digest differed): a run that used the digest
+USED_DIGEST = "f_edges__dbt_merge_buckets"
 DATASETS = ("a", "b", "c")
 COMBOS = {"cd": ("composite", "default"), "fc": ("first", "compact"), "cl": ("composite", "list")}
 # a: email, score; b: email, f2, tags; c: f3 (its lower() equals b.f2), score
@@ -103,6 +106,11 @@ def follow_models() -> dict[str, str]:
             f"{{{{ dbt_merge.merge_entities({merge}, ref('r_components')) }}}}"
         )
     return models
+
+
+def used_digest(queries: list[str]) -> bool:
+    """Whether the run's edges model compared the datasets' digest with the stored one."""
+    return any("create table" in q and USED_DIGEST in q for q in queries)
 
 
 class Deliveries:
@@ -257,6 +265,9 @@ class TestFollowingTheChange(InstallsDbtMerge):
             self.check(spark, schema, step, last_updated)
             stored = spark.sql(f"select `_id` from {schema}.f_cd where not `$deleted`").collect()
             assert {row[0] for row in stored} == live, step
+            # the first run computes the digest from the edges it wrote; every later
+            # run compares the datasets' digest with it first
+            assert used_digest(queries) == (steps > 0), step
             steps += 1
         # from the second run on, the merged models read only what changed: the
         # components as they were at their last run (time travel), as of a batch
@@ -275,6 +286,8 @@ class TestFollowingTheChange(InstallsDbtMerge):
         self.check(spark, schema, "nothing changed", last_updated)
         assert self.snapshots(spark, schema) == snapshots, "a state table without change wrote"
         assert not [q for q in queries if "__dbt_merge_affected" in q or "version as of" in q]
+        # no bucket's digest differed: no stored fingerprint was read
+        assert used_digest(queries) and not [q for q in queries if "__dbt_merge_changed" in q]
         steps += 1
         for round_number in range(12):
             deliveries.random_delivery()
@@ -293,8 +306,13 @@ class TestFollowingTheChange(InstallsDbtMerge):
                 continue
             self.deliver(deliveries, spark, schema, queries)
             self.check(spark, schema, f"random delivery {round_number}", last_updated)
+            # after a run that died between the edges' commit and their digest's, the
+            # stored digest describes an older snapshot: that run compares every record
+            # (and stores a new digest), every other run uses it
+            died_before_digest = FAILURES.get(round_number - 1) == "entity_merge.before_digest"
+            assert used_digest(queries) != died_before_digest, round_number
             steps += 1
-        assert steps >= 20, "at least 20 deliveries, 4 of them in runs that died"
+        assert steps >= 20, "at least 20 deliveries, 5 of them in runs that died"
 
     @staticmethod
     def deliver(deliveries, spark, schema: str, queries: list[str], expect_pass=True) -> None:

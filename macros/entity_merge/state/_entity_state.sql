@@ -4,10 +4,20 @@
     (the components model), both stamped with the batch that wrote them.
 --#}
 
-{#-- A record's fingerprint: a 64-bit hash of every column of its row as JSON (names
-     with values, so a value moving between columns is a change). --#}
+{#-- A record's fingerprint: a 64-bit hash of every column of its row, seeded with the
+     dataset's column names and types (a renamed or retyped column changes every
+     fingerprint) and with each column's null flag before its value (Spark's hash skips
+     nulls, so a value moving between columns is still a change). Nested columns
+     (array, struct, map) are hashed as their JSON, which keeps the positions of null
+     elements. Hashing the columns costs about a quarter of hashing the row as JSON. --#}
 {% macro _entity_fingerprint_sql(dataset) %}
-    {{- 'xxhash64(to_json(struct(' ~ dataset.alias ~ '.*)))' -}}
+    {%- set parts = [dbt_merge._sql_string(dataset.columns.items() | map('join', ':') | join(','))] %}
+    {%- for key, data_type in dataset.columns.items() %}
+        {%- set column = dataset.alias ~ '.' ~ adapter.quote(dataset.column_names[key]) %}
+        {%- do parts.append(column ~ ' is null') %}
+        {%- do parts.append('to_json(' ~ column ~ ')' if '<' in data_type else column) %}
+    {%- endfor %}
+    {{- 'xxhash64(' ~ (parts | join(', ')) ~ ')' -}}
 {% endmacro %}
 
 
@@ -147,9 +157,7 @@
      reads more than once, so Spark does not compute it again for every read; checks in
      it (identity first) fail here, before anything is written. --#}
 {% macro _entity_stage(part, select_sql) %}
-    {% set relation = api.Relation.create(
-        database=this.database, schema=this.schema, identifier=this.identifier ~ '__dbt_merge_' ~ part
-    ) %}
+    {% set relation = dbt_merge._entity_side_relation(this, part) %}
     {% do run_query('drop table if exists ' ~ relation) %}
     {#-- Iceberg as the model is; otherwise the platform's default (Delta on Databricks) --#}
     {% do run_query(

@@ -1,0 +1,214 @@
+{#--
+    The digest of a change-following merge's records: how a run finds what changed
+    without joining every record's fingerprint to every stored one (a hash tree with one
+    level, as replicas compare their data). Per dataset and bucket of node names
+    (_entity_digest_buckets() buckets per dataset), the number of records and the XOR of
+    the hashes of their (node, fingerprint).
+
+    The edges model keeps the digest of its stored fingerprints in the table
+    <model>__dbt_merge_digest, stamped with the edges snapshot it describes. A run
+    computes the digest of the datasets (one scan; only a row per bucket is shuffled),
+    and compares fingerprints record by record only in the buckets whose digest differs
+    from the stored one. A digest of another snapshot (a run that died after its MERGE,
+    another writer) is not used: that run compares every record and rebuilds the digest.
+    Used on Iceberg, for a merge without change_columns.
+--#}
+
+{#-- The buckets of a dataset's node names: 65,536, so that a bucket holds about 15
+     records of a million-record dataset (what a changed record makes a run read
+     again). --#}
+{% macro _entity_digest_buckets() %}
+    {{- return(65536) -}}
+{% endmacro %}
+
+
+{#-- The bucket of a node name (an expression; a null name has a bucket too). --#}
+{% macro _entity_bucket_sql(node_sql) %}
+    {{- 'pmod(xxhash64(' ~ node_sql ~ '), ' ~ dbt_merge._entity_digest_buckets() ~ ')' -}}
+{% endmacro %}
+
+
+{#-- A record's share of its bucket's digest: the hash of its node and fingerprint. --#}
+{% macro _entity_digest_mix_sql(node_sql, fingerprint_sql) %}
+    {{- 'xxhash64(' ~ node_sql ~ ', ' ~ fingerprint_sql ~ ')' -}}
+{% endmacro %}
+
+
+{#-- Whether the edges model (this) keeps a digest: an incremental entity_state model on
+     Iceberg of a merge whose datasets have no change column (their runs read only the
+     changed rows: there is nothing to summarize). --#}
+{% macro _entity_uses_digest(spec) %}
+    {{ return(
+        config.get('materialized') == 'incremental'
+        and config.get('incremental_strategy') == 'entity_state'
+        and config.get('file_format') == 'iceberg'
+        and spec.datasets | selectattr('change_sql') | list | length == 0
+    ) }}
+{% endmacro %}
+
+
+{#-- The table <relation>__dbt_merge_<part> beside a model's table. --#}
+{% macro _entity_side_relation(relation, part) %}
+    {{ return(api.Relation.create(
+        database=relation.database, schema=relation.schema,
+        identifier=relation.identifier ~ '__dbt_merge_' ~ part
+    )) }}
+{% endmacro %}
+
+
+{#-- The select of the id of relation's current snapshot (Iceberg), as a string. --#}
+{% macro _entity_current_snapshot_sql(relation) %}
+    select cast(snapshot_id as string)
+    from {{ relation }}.history
+    where is_current_ancestor
+    order by made_current_at desc
+    limit 1
+{%- endmacro %}
+
+
+{#-- The stored digest of the edges table relation when it describes relation's current
+     snapshot with today's buckets, else none. A run before the first digest finds it
+     empty. --#}
+{% macro _entity_stored_digest(relation) %}
+    {% set digest = dbt_merge._entity_side_relation(relation, 'digest') %}
+    {% do run_query(
+        'create table if not exists ' ~ digest ~ ' (dataset_offset int, bucket int, records bigint,'
+        ~ ' digest bigint, buckets int, edges_snapshot string) using iceberg'
+    ) %}
+    {% set query %}
+        select
+            (select edges_snapshot from {{ digest }} where buckets = {{ dbt_merge._entity_digest_buckets() }} limit 1),
+            ({{ dbt_merge._entity_current_snapshot_sql(relation) }})
+    {% endset %}
+    {% set found = run_query(query).rows[0] %}
+    {{ return(digest if found[0] is not none and found[0] == found[1] else none) }}
+{% endmacro %}
+
+
+{#-- The select of the buckets (dataset_offset, bucket) whose digest differs between the
+     datasets and the stored digest: the only buckets whose records a run compares. --#}
+{% macro _entity_changed_buckets_sql(spec, digest) %}
+with
+
+-- the datasets' digest: a row per bucket leaves each task (partial aggregation)
+current_digest as (
+    {%- for dataset in spec.datasets %}
+    select
+        {{ dataset.offset }} as dataset_offset,
+        {{ dbt_merge._entity_bucket_sql('node') }} as bucket,
+        count(*) as records,
+        bit_xor({{ dbt_merge._entity_digest_mix_sql('node', 'fingerprint') }}) as digest
+    from (
+        select
+            {{ dbt_merge._entity_node_sql(dataset) }} as node,
+            {{ dbt_merge._entity_fingerprint_sql(dataset) }} as fingerprint
+        from {{ dataset.relation }} as {{ dataset.alias }}
+    )
+    group by 2
+    {% if not loop.last %}union all{% endif %}
+    {%- endfor %}
+)
+
+select
+    coalesce(current_digest.dataset_offset, stored.dataset_offset) as dataset_offset,
+    coalesce(current_digest.bucket, stored.bucket) as bucket
+from current_digest
+full outer join {{ digest }} as stored
+    on stored.dataset_offset = current_digest.dataset_offset
+    and stored.bucket = current_digest.bucket
+where not (
+    current_digest.records <=> stored.records
+    and current_digest.digest <=> stored.digest
+)
+{%- endmacro %}
+
+
+{#-- The select of the digest of the stored fingerprints of the edges table relation
+     (a scan: a run without a usable digest, and a first run). --#}
+{% macro _entity_state_digest_sql(relation) %}
+    select
+        {{ dbt_merge._entity_node_offset_sql('src') }} as dataset_offset,
+        {{ dbt_merge._entity_bucket_sql('src') }} as bucket,
+        count(*) as records,
+        bit_xor({{ dbt_merge._entity_digest_mix_sql('src', 'fingerprint') }}) as digest
+    from {{ relation }}
+    where (src = dst or dst is null) and fingerprint is not null
+    group by 1, 2
+{%- endmacro %}
+
+
+{#-- The select of the digest the edges hold once this run's batch is written: the
+     digest before (digest: the stored one, or none to compute it from the stored
+     edges, this), without the stored fingerprints of the changed records (changed,
+     _entity_changed_records_sql) and with the fingerprints of their rows as the batch
+     writes them (records, _entity_current_records_sql; none when nothing changed). --#}
+{% macro _entity_next_digest_sql(digest, changed, records) %}
+    select dataset_offset, bucket, sum(records) as records, bit_xor(digest) as digest
+    from (
+        {%- if digest is not none %}
+        select dataset_offset, bucket, records, digest from {{ digest }}
+        {%- else %}
+        {{ dbt_merge._entity_state_digest_sql(this) }}
+        {%- endif %}
+        union all
+        select
+            dataset_offset,
+            {{ dbt_merge._entity_bucket_sql('node') }},
+            -1,
+            {{ dbt_merge._entity_digest_mix_sql('node', 'stored_fingerprint') }}
+        from {{ changed }}
+        where stored_fingerprint is not null
+        {%- if records is not none %}
+        union all
+        select
+            dataset_offset,
+            {{ dbt_merge._entity_bucket_sql('node') }},
+            1,
+            {{ dbt_merge._entity_digest_mix_sql('node', 'fingerprint') }}
+        from {{ records }}
+        {%- endif %}
+    )
+    group by dataset_offset, bucket
+    having sum(records) != 0
+{%- endmacro %}
+
+
+{#-- What finish_incremental_entity_state does after this edges run's commit (action):
+     store the digest staged as digest_next ('next'), compute it from the stored edges
+     ('rebuild', a first run), or nothing ('keep': the stored digest still describes the
+     edges; 'none': a merge without a digest). Staged by every run of an edges model on
+     Iceberg, so that the step finds it. --#}
+{% macro _entity_digest_plan(action) %}
+    {% do dbt_merge._entity_stage('digest_plan', 'select ' ~ dbt_merge._sql_string(action) ~ ' as action') %}
+{% endmacro %}
+
+
+{#-- incremental_strategy='entity_state', after the MERGE's commit: the edges model's
+     digest, as its run planned it (_entity_digest_plan), stamped with the snapshot
+     just committed. Nothing for a components model. --#}
+{% macro finish_incremental_entity_state(arg_dict) %}
+    {% set target = arg_dict['target_relation'] %}
+    {% set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | map('lower') | list %}
+    {% if config.get('file_format') != 'iceberg' or 'src' not in columns or 'fingerprint' not in columns %}
+        {{ return(none) }}
+    {% endif %}
+    {% set plan = dbt_merge._entity_side_relation(target, 'digest_plan') %}
+    {% set action = run_query('select action from ' ~ plan).rows[0][0] %}
+    {% set next = dbt_merge._entity_side_relation(target, 'digest_next') %}
+    {% if action == 'next' %}
+        {% set source = 'select dataset_offset, bucket, records, digest from ' ~ next %}
+    {% elif action == 'rebuild' %}
+        {% set source = dbt_merge._entity_state_digest_sql(target) %}
+    {% else %}
+        {{ return(none) }}
+    {% endif %}
+    {#-- the batch committed, the digest not yet: the next run compares every record --#}
+    {% do dbt_merge._failpoint('entity_merge.before_digest') %}
+    {% set snapshot = run_query(dbt_merge._entity_current_snapshot_sql(target)).rows[0][0] %}
+    {% do run_query(
+        'create or replace table ' ~ dbt_merge._entity_side_relation(target, 'digest') ~ ' using iceberg as\n'
+        ~ 'select dataset_offset, bucket, records, digest, '
+        ~ dbt_merge._entity_digest_buckets() ~ ' as buckets, '
+        ~ dbt_merge._sql_string(snapshot) ~ ' as edges_snapshot\nfrom (' ~ source ~ ')'
+    ) %}
+{% endmacro %}
