@@ -40,6 +40,7 @@
     {% set follows_columns = spec.datasets | selectattr('change_sql') | list | length > 0 %}
     {% set digested = dbt_merge._entity_uses_digest(spec) %}
     {% set candidates = none %}
+    {% set stored = none %}
     {% set changed_relation = none %}
     {% if incremental %}
         {% set state_columns = ['src', 'dst', 'fingerprint', '_batch', 'declaration'] %}
@@ -55,13 +56,15 @@
             {% set unchanged = run_query('select 1 from ' ~ buckets ~ ' limit 1').rows | length == 0 %}
             {% if not unchanged %}
                 {% set candidates = dbt_merge._entity_stage('candidates', dbt_merge._entity_current_records_sql(spec, buckets=buckets)) %}
+                {#-- and their stored rows, read once: the comparison and the batch's drops --#}
+                {% set stored = dbt_merge._entity_stage('stored', dbt_merge._entity_stored_rows_sql(buckets)) %}
             {% endif %}
         {% endif %}
         {% if not unchanged %}
             {#-- the records that differ from the stored state, staged once; the ids are
                  checked on them (the same scan finds duplicates and null ids) --#}
             {% set marks = dbt_merge._entity_change_marks(this) if follows_columns else {} %}
-            {% set changed_relation = dbt_merge._entity_stage('changed', dbt_merge._entity_changed_records_sql(spec, marks, candidates, buckets if candidates is not none else none)) %}
+            {% set changed_relation = dbt_merge._entity_stage('changed', dbt_merge._entity_changed_records_sql(spec, marks, candidates, stored)) %}
             {% do dbt_merge._check_entity_ids(spec, changed_relation) %}
             {% set unchanged = run_query('select 1 from ' ~ changed_relation ~ ' limit 1').rows | length == 0 %}
         {% endif %}
@@ -95,7 +98,7 @@
     select *, false as `$drop` from {{ this }} limit 0
 {%- elif incremental %}
     {#-- staged too: the MERGE then reads a small table of known size --#}
-    select * from {{ dbt_merge._entity_stage('batch', dbt_merge._entity_edge_rows_sql(spec, batch, changed_relation, stored_marks, records_relation)) }}
+    select * from {{ dbt_merge._entity_stage('batch', dbt_merge._entity_edge_rows_sql(spec, batch, changed_relation, stored_marks, records_relation, stored)) }}
 {%- else %}
     {{ dbt_merge._entity_edge_rows_sql(spec, batch) }}
 {%- endif %}
@@ -144,8 +147,10 @@
      _entity_changed_records_sql) the rows of those records only, each with a `$drop`
      flag, and the stored rows they replace as drops. stored_marks: the stored edges
      have the change_mark column. records_relation: those records as staged
-     (_entity_current_records_sql), read instead of the datasets. --#}
-{% macro _entity_edge_rows_sql(spec, batch, changed_relation=none, stored_marks=false, records_relation=none) %}
+     (_entity_current_records_sql), read instead of the datasets. stored: the stored
+     rows of the changed records' buckets as staged (_entity_stored_rows_sql), read
+     instead of the whole table. --#}
+{% macro _entity_edge_rows_sql(spec, batch, changed_relation=none, stored_marks=false, records_relation=none, stored=none) %}
 with
 
 -- every input record (a change-following run: every new or changed one)
@@ -207,7 +212,7 @@ select
     stored.declaration,
     {{ 'stored.change_mark' if stored_marks else 'cast(null as bigint)' }},
     true as `$drop`
-from {{ this }} as stored
+from {{ stored if stored is not none else this }} as stored
 left semi join {{ changed_relation }} as changed
     on changed.node = stored.src
 left anti join next_rows
@@ -225,7 +230,7 @@ left anti join next_rows
      dataset with a change column and a mark is read from that mark on (and its null
      change values), and only the stored rows of those records take part: a record
      gone from such a dataset is not seen. --#}
-{% macro _entity_changed_records_sql(spec, marks={}, candidates=none, buckets=none) %}
+{% macro _entity_changed_records_sql(spec, marks={}, candidates=none, stored=none) %}
     {%- set read_from = {} %}
     {%- for dataset in spec.datasets if dataset.change_sql and marks.get(dataset.offset) is not none %}
         {%- do read_from.update({dataset.offset: '(' ~ dataset.change_sql ~ ' >= ' ~ dataset.change_from_sql.format(marks[dataset.offset]) ~ ' or ' ~ dataset.change_sql ~ ' is null)'}) %}
@@ -283,18 +288,12 @@ from (
     {%- endif %}
     {%- if spec.datasets | rejectattr('offset', 'in', read_from.keys() | list) | list %}
     {{ 'union all' if read_from }}
-    select {{- ' /*+ BROADCAST(buckets) */' if buckets is not none }}
+    select
         {{ dbt_merge._entity_node_offset_sql('src') }} as dataset_offset,
         src as node,
         fingerprint,
         false as is_record
-    from {{ this }}
-    {%- if buckets is not none %}
-    -- of the buckets whose digest changed only
-    left semi join {{ buckets }} as buckets
-        on buckets.dataset_offset = {{ dbt_merge._entity_node_offset_sql('src') }}
-        and buckets.bucket = {{ dbt_merge._entity_bucket_sql('src') }}
-    {%- endif %}
+    from {{ stored if stored is not none else this }}
     where (src = dst or dst is null) and fingerprint is not null
     {%- if read_from %}
         and {{ dbt_merge._entity_node_offset_sql('src') }} not in ({{ read_from.keys() | join(', ') }})

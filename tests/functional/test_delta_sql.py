@@ -439,6 +439,7 @@ NOT_ON_DATABRICKS = {
     "_entity_current_snapshot_sql": f"reads an Iceberg table's history; {DIGEST}",
     "_entity_stored_digest": DIGEST,
     "_entity_changed_buckets_sql": DIGEST,
+    "_entity_stored_rows_sql": DIGEST,
     "_entity_state_digest_sql": DIGEST,
     "_entity_next_digest_sql": DIGEST,
     "_entity_digest_plan": DIGEST,

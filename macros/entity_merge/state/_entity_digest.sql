@@ -123,6 +123,17 @@ where not (
 {%- endmacro %}
 
 
+{#-- The select of the stored edges rows (this) of the records in the staged buckets
+     (few: broadcast to the scan). --#}
+{% macro _entity_stored_rows_sql(buckets) %}
+    select /*+ BROADCAST(buckets) */ stored.*
+    from {{ this }} as stored
+    left semi join {{ buckets }} as buckets
+        on buckets.dataset_offset = {{ dbt_merge._entity_node_offset_sql('stored.src') }}
+        and buckets.bucket = {{ dbt_merge._entity_bucket_sql('stored.src') }}
+{%- endmacro %}
+
+
 {#-- The select of the digest of the stored fingerprints of the edges table relation
      (a scan: a run without a usable digest, and a first run). --#}
 {% macro _entity_state_digest_sql(relation) %}
