@@ -111,9 +111,26 @@ id_check as (
 
 
 {#-- The select of the ids this table holds for the components that changed (one row
-     per id), computed from the components as they were when it last changed (time
-     travel to scope.version to the components of the nodes in scope.affected). --#}
+     per id), computed from the components as they were when it last changed: after one
+     components run (scope.one_run), from the changed rows themselves (a run writes every
+     member of a component it closes again, with the component it had); otherwise by
+     time travel to scope.version to the components of the nodes in scope.affected. --#}
 {% macro _entity_old_ids_sql(spec, components, scope) %}
+{%- if scope.one_run %}
+select {{ dbt_merge._entity_identity_sql(spec, 'members') }} as `_id`
+from (
+    select array_sort(
+        collect_list(struct(
+            {{ dbt_merge._entity_node_offset_sql('node') }} as member_offset,
+            {{ dbt_merge._entity_node_id_sql('node') }} as member_id
+        )),
+        {{ dbt_merge._entity_member_order() }}
+    ) as members
+    from {{ scope.affected }}
+    where previous_component is not null
+    group by previous_component
+)
+{%- else %}
 with
 
 -- the components the affected nodes were in (few: broadcast to the scan below)
@@ -144,6 +161,7 @@ from (
     from old_members
     group by component
 )
+{%- endif %}
 {%- endmacro %}
 
 

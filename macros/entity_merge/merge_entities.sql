@@ -45,16 +45,23 @@
         {#-- a change-following run: the nodes of the changed components, staged once
              (_entity_stage): the check below, the entities and the rows to emit read them --#}
         {% set affected %}
-            select node, component
+            select node, component{{ ', previous_component, `_batch`' if scope.previous }}
             from {{ components }}
             where `_batch` > {{ scope.since }}
                 and {{ dbt_merge._is_entity_node_sql('node') }}
         {% endset %}
         {% do scope.update({'affected': dbt_merge._entity_stage('affected', affected)}) %}
-        {% if run_query('select 1 from ' ~ scope.affected ~ ' limit 1').rows | length == 0 %}
+        {% set found = run_query(
+            'select count(*), ' ~ ('count(distinct `_batch`)' if scope.previous else '0')
+            ~ ' from ' ~ scope.affected
+        ).rows[0] %}
+        {% if found[0] == 0 %}
             {#-- they committed, but no entity's component changed --#}
             {{ return(nothing) }}
         {% endif %}
+        {#-- one components run since: its rows hold every member of the components it
+             closed again, with the component each had (previous_component) --#}
+        {% do scope.update({'one_run': found[1] == 1}) %}
     {% endif %}
     {#-- the ids were checked by equality_edges, the node these components come from;
          a change-following run checks only the components that changed --#}

@@ -98,6 +98,11 @@ PIPELINE = {
         {{ config(materialized='incremental', incremental_strategy='merge', unique_key='_id') }}
         {{ dbt_merge.merge_entities('people', ref('people_components')) }}
     """,
+    "people_components_batch.sql": (
+        "{{ config(materialized='view') }}\n"
+        "select node, component, cast(0 as bigint) as `_batch`, false as `$drop`"
+        " from {{ ref('people_components') }}"
+    ),
 }
 # what `dbt run` builds before the compile: views, and orders_target as an Iceberg table
 BUILT = [
@@ -109,6 +114,7 @@ BUILT = [
     "delta_plan",
     "people_edges",
     "people_components",
+    "people_components_batch",
 ]
 # tables created directly, as a previous run would have left them: the incremental
 # models compile their incremental SQL, and loose_events is outside the dbt project
@@ -119,6 +125,7 @@ TABLES_OF_EARLIER_RUNS = {
     "bins_provenance": "(child_id string) using iceberg",
     "people_follow_edges": "(src string, dst string, fingerprint bigint, `_batch` bigint,"
     " declaration string) using iceberg",
+    "people_follow_components": "(node string, component string, `_batch` bigint) using iceberg",
     "loose_events": "(id int) using parquet",
 }
 
@@ -148,6 +155,18 @@ RENDERING = {
         {{ config(materialized='view') }}
         {%- set arg_dict = {
             'target_relation': ref('people_follow_edges'), 'temp_relation': ref('people_edges'),
+        } -%}
+        {% if execute %}{{ dbt_merge.get_incremental_entity_state_sql(arg_dict) }}{% endif %}
+    """,
+    # a components batch into a components state table (a table of an earlier run),
+    # written as a batch over the key-list limit is (placeholders, then the MERGE)
+    "entity_state_components_sql.sql": """
+        {{ config(materialized='view', state_filter_limit=0) }}
+        {%- set arg_dict = {
+            'target_relation': api.Relation.create(
+                schema=target.schema, identifier='people_follow_components', type='table'
+            ),
+            'temp_relation': ref('people_components_batch'),
         } -%}
         {% if execute %}{{ dbt_merge.get_incremental_entity_state_sql(arg_dict) }}{% endif %}
     """,
@@ -272,6 +291,9 @@ EXECUTED = {
     "_entity_next_batch": r"select greatest\( unix_micros\(current_timestamp\(\)\)",
     "_check_entity_declaration": r"select declaration from \S+people_follow_edges",
     "_entity_state_target_filter": r"select distinct src from \S+people_edges limit 20001",
+    "_entity_state_placeholders_sql": (
+        r"insert into \S+people_follow_components \(`node`, `component`, `_batch`\) select"
+    ),
     "_entity_stage": (
         r"create table \S+people_follow_edges__dbt_merge_"
         r"(changed as .*count_if\(is_record\)|batch as .*true as `\$drop`)"
@@ -459,6 +481,11 @@ SHAPES = {
         [exp.Merge],
         ["when matched and source.`$drop` then delete", "<=>", "and target.`src` in ('"],
     ),
+    # updates and deletes only (the new nodes were inserted first): an inner join
+    "entity_state_components_sql": (
+        [exp.Merge],
+        ["when matched and source.`$drop` then delete", "on target.`node` <=> source.`node`"],
+    ),
     "people": ([exp.Query], ["left anti join", "`$replaced`", "(select coalesce(max(`_updated`)"]),
     "people_first": ([exp.Query], ["array_distinct(flatten(", "- 1 as `_updated`"]),
     "people_listed": ([exp.Query], ["assert_true(", "as `$merged`"]),
@@ -480,6 +507,7 @@ TABLES = {
     "people_edges": {"crm", "billing"},
     "people_follow_edges": {"people_follow_edges__dbt_merge_batch"},
     "entity_state_sql": {"people_follow_edges", "people_edges"},
+    "entity_state_components_sql": {"people_follow_components", "people_components_batch"},
     "people": {"crm", "billing", "people_components", "people"},
     "people_first": {"crm", "billing", "people_components"},
     "people_listed": {"crm", "billing", "people_components"},
@@ -569,6 +597,9 @@ def check_executed(queries: list[str], name: str) -> None:
             # as an opaque Command, so only its keyword is checked
             parsed = parse(query)
             assert isinstance(parsed, exp.Command) and parsed.this.upper() == "SHOW"
+        elif name == "_entity_state_placeholders_sql":
+            parsed = parse(query)
+            assert isinstance(parsed, exp.Insert) and isinstance(parsed.expression, exp.Query)
         elif name == "_auto_merge_check_iceberg":
             assert isinstance(parse(query), exp.Describe)
         elif name == "_entity_stage":

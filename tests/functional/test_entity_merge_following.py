@@ -38,7 +38,16 @@ FAILURES = {
     6: "entity_merge.before_components",
     7: "entity_merge.before_digest",
     9: "entity_merge.before_merged",
+    # from round PLACEHOLDERS on, every state batch takes the placeholders' path; the
+    # placeholders committed, the MERGE not
+    10: "entity_merge.before_edges_merge",
+    12: "entity_merge.before_components_merge",
 }
+# the rounds from which the state MERGEs list no keys (as batches over 20,000 keys
+# do): new keys are inserted as placeholders, then a MERGE updates and deletes
+PLACEHOLDERS = 10
+# a run after these failures finds the edges' digest describing an older snapshot
+STALE_DIGEST = {"entity_merge.before_digest", "entity_merge.before_edges_merge"}
 # the edges model's staged buckets (their digest differed): a run that used the digest
 USED_DIGEST = "f_edges__dbt_merge_buckets"
 DATASETS = ("a", "b", "c")
@@ -289,36 +298,52 @@ class TestFollowingTheChange(InstallsDbtMerge):
         # no bucket's digest differed: no stored fingerprint was read
         assert used_digest(queries) and not [q for q in queries if "__dbt_merge_changed" in q]
         steps += 1
-        for round_number in range(12):
+        # successful components runs since the merged models' last run: after one, the
+        # merged models read the ids they held from its rows; after more, by time travel
+        components_runs = 0
+        for round_number in range(14):
             deliveries.random_delivery()
             point = FAILURES.get(round_number)
+            limit = ["--vars", "{dbt_merge_state_filter_limit: 0}"]
+            args = limit if round_number >= PLACEHOLDERS else []
             if point:
                 # the run dies at a commit boundary: every table stays readable, and
                 # the next run (with the next delivery) catches up
                 os.environ["DBT_MERGE_FAIL_AT"] = point
                 try:
-                    self.deliver(deliveries, spark, schema, queries, expect_pass=False)
+                    self.deliver(deliveries, spark, schema, queries, args, expect_pass=False)
                 finally:
                     del os.environ["DBT_MERGE_FAIL_AT"]
                 for name in ("f_edges", "f_components", *(f"f_{c}" for c in COMBOS)):
                     spark.sql(f"select count(*) from {schema}.{name}").collect()
+                components_runs += point == "entity_merge.before_merged"
                 steps += 1
                 continue
-            self.deliver(deliveries, spark, schema, queries)
+            self.deliver(deliveries, spark, schema, queries, args)
             self.check(spark, schema, f"random delivery {round_number}", last_updated)
+            if round_number >= PLACEHOLDERS:
+                assert [q for q in queries if "insert into" in q and "f_edges" in q]
             # after a run that died between the edges' commit and their digest's, the
             # stored digest describes an older snapshot: that run compares every record
             # (and stores a new digest), every other run uses it
-            died_before_digest = FAILURES.get(round_number - 1) == "entity_merge.before_digest"
-            assert used_digest(queries) != died_before_digest, round_number
+            stale = FAILURES.get(round_number - 1) in STALE_DIGEST
+            assert used_digest(queries) != stale, round_number
+            components_runs += 1
+            old_ids = [q for q in queries if re.search(r"create table \S+__dbt_merge_old_ids ", q)]
+            assert len(old_ids) == len(COMBOS), round_number
+            travelled = {"version as of" in q for q in old_ids}
+            assert travelled == {components_runs > 1}, round_number
+            components_runs = 0
             steps += 1
-        assert steps >= 20, "at least 20 deliveries, 5 of them in runs that died"
+        assert steps >= 20, "at least 20 deliveries, 7 of them in runs that died"
 
     @staticmethod
-    def deliver(deliveries, spark, schema: str, queries: list[str], expect_pass=True) -> None:
+    def deliver(
+        deliveries, spark, schema: str, queries: list[str], args=(), expect_pass=True
+    ) -> None:
         deliveries.write(spark, schema)
         queries.clear()
-        run_dbt(["run"], expect_pass=expect_pass, callbacks=[sql_recorder(queries)])
+        run_dbt(["run", *args], expect_pass=expect_pass, callbacks=[sql_recorder(queries)])
 
     def test_bad_ids_in_a_change_following_run_write_nothing(self, project, spark):
         """A change-following run checks ids on the records that changed (the same scan

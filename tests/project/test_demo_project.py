@@ -433,9 +433,10 @@ def _customers_rows(spark) -> dict[str, dict]:
 
 
 def _state_rows(spark, model: str) -> set[str]:
-    """A state model's rows without _batch, as JSON; a row without a component (a
-    record that left the graph, which only a change-following run keeps) left out."""
-    table = spark.table(f"{SCHEMA}.{model}").drop("_batch")
+    """A state model's rows without _batch and previous_component (what a run wrote
+    when, and a component's label before that run), as JSON; a row without a component
+    (a record that left the graph, which only a change-following run keeps) left out."""
+    table = spark.table(f"{SCHEMA}.{model}").drop("_batch", "previous_component")
     if "component" in table.columns:
         table = table.where("component is not null")
     return set(table.toJSON().collect())

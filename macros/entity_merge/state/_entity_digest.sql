@@ -187,10 +187,15 @@ where not (
 {#-- What finish_incremental_entity_state does after this edges run's commit (action):
      store the digest staged as digest_next ('next'), compute it from the stored edges
      ('rebuild', a first run), or nothing ('keep': the stored digest still describes the
-     edges; 'none': a merge without a digest). Staged by every run of an edges model on
-     Iceberg, so that the step finds it. --#}
-{% macro _entity_digest_plan(action) %}
-    {% do dbt_merge._entity_stage('digest_plan', 'select ' ~ dbt_merge._sql_string(action) ~ ' as action') %}
+     edges; 'none': a merge without a digest). Set by every run of an edges model on
+     Iceberg, as a temporary view of the session (no table to write): the step runs in
+     the same session, after the model's statement. Returns the view's name. --#}
+{% macro _entity_digest_plan(action=none, relation=this) %}
+    {% set name = (relation.schema ~ '__' ~ relation.identifier ~ '__dbt_merge_digest_plan') | lower %}
+    {% if action is not none %}
+        {% do run_query('create or replace temporary view ' ~ name ~ ' as select ' ~ dbt_merge._sql_string(action) ~ ' as action') %}
+    {% endif %}
+    {{ return(name) }}
 {% endmacro %}
 
 
@@ -203,8 +208,7 @@ where not (
     {% if config.get('file_format') != 'iceberg' or 'src' not in columns or 'fingerprint' not in columns %}
         {{ return(none) }}
     {% endif %}
-    {% set plan = dbt_merge._entity_side_relation(target, 'digest_plan') %}
-    {% set action = run_query('select action from ' ~ plan).rows[0][0] %}
+    {% set action = run_query('select action from ' ~ dbt_merge._entity_digest_plan(relation=target)).rows[0][0] %}
     {% set next = dbt_merge._entity_side_relation(target, 'digest_next') %}
     {% if action == 'next' %}
         {% set source = 'select dataset_offset, bucket, records, digest from ' ~ next %}

@@ -60,7 +60,9 @@
      the components have no batches (an edges model of an older dbt_merge, or a table
      edges model that rewrites them all), a file format is not Iceberg, or the
      components have no snapshot from that moment or were rebuilt since. unchanged:
-     the components have not committed since (then since is none). --#}
+     the components have not committed since (then since is none). previous: the
+     components carry previous_component (the component before the run that wrote a
+     row). --#}
 {% macro _entity_change_scope(spec, components) %}
     {% set columns = adapter.get_columns_in_relation(components) | map(attribute='name') | map('lower') | list %}
     {% if '_batch' not in columns or config.get('file_format') != 'iceberg' %}
@@ -105,7 +107,10 @@
     {% if batches[0] is none or batches[1] is none or batches[1] > batches[0] %}
         {{ return(none) }}
     {% endif %}
-    {{ return({'since': batches[0] | int, 'version': version, 'unchanged': false}) }}
+    {{ return({
+        'since': batches[0] | int, 'version': version, 'unchanged': false,
+        'previous': 'previous_component' in columns,
+    }) }}
 {% endmacro %}
 
 

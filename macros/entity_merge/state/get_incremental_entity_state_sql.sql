@@ -3,7 +3,9 @@
     state tables (the edges model and the components model). A batch holds the rows
     that change, each with a boolean column `$drop`: a row whose key is stored
     replaces it, a `$drop` row deletes it. Keys compare null-safe (a deleted record's
-    row has a null dst). One MERGE, so one atomic commit.
+    row has a null dst). One MERGE, so one atomic commit; a batch with more keys than
+    _entity_state_filter_limit() writes its new keys as placeholders first, then one
+    MERGE (two commits, _entity_state_placeholders_sql).
 
     The key is the model's unique_key, or by default the key of the state table the
     batch is: (src, dst) for edges, node for components. An empty batch writes nothing
@@ -17,22 +19,33 @@
 {% macro default__get_incremental_entity_state_sql(arg_dict) %}
     {%- set target = arg_dict['target_relation'] %}
     {%- set source = arg_dict['temp_relation'] %}
+    {%- set unique_key = arg_dict.get('unique_key') %}
     {%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list %}
-    {%- set keys = dbt_merge._entity_state_keys(target, arg_dict.get('unique_key'), columns) %}
+    {%- set keys = dbt_merge._entity_state_keys(target, unique_key, columns) %}
     {%- if run_query('select 1 from ' ~ source ~ ' limit 1').rows | length == 0 %}
 select 'dbt_merge: an empty batch, nothing to write' as entity_state
     {%- else %}
+        {%- set filter = dbt_merge._entity_state_target_filter(source, keys, unique_key) %}
+        {%- set placeholders = not unique_key and not filter and keys[0] in ['src', 'node'] %}
+        {%- if placeholders %}
+            {#-- a large batch of a state table: its new keys first, as placeholders, so
+                 that the MERGE only updates and deletes --#}
+            {%- do run_query(dbt_merge._entity_state_placeholders_sql(target, source, keys, columns)) %}
+            {%- do dbt_merge._failpoint('entity_merge.before_' ~ ('edges' if keys[0] == 'src' else 'components') ~ '_merge') %}
+        {%- endif %}
 merge into {{ target }} as target
 using {{ source }} as source
 on {% for key in keys %}target.{{ adapter.quote(key) }} <=> source.{{ adapter.quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
-    {{- dbt_merge._entity_state_target_filter(source, keys, arg_dict.get('unique_key')) }}
+    {{- filter }}
 when matched and source.`$drop` then delete
 when matched then update set
     {%- for column in columns %}
     target.{{ adapter.quote(column) }} = source.{{ adapter.quote(column) }}{{ ',' if not loop.last }}
     {%- endfor %}
+        {%- if not placeholders %}
 when not matched and not source.`$drop` then insert ({% for column in columns %}{{ adapter.quote(column) }}{{ ', ' if not loop.last }}{% endfor %})
     values ({% for column in columns %}source.{{ adapter.quote(column) }}{{ ', ' if not loop.last }}{% endfor %})
+        {%- endif %}
     {%- endif %}
 {% endmacro %}
 
@@ -76,7 +89,39 @@ when not matched and not source.`$drop` then insert ({% for column in columns %}
 {% endmacro %}
 
 
-{#-- The most values _entity_state_target_filter lists in a MERGE's condition. --#}
+{#-- The most values _entity_state_target_filter lists in a MERGE's condition (above
+     it, a batch writes placeholders first): the model's config state_filter_limit, else
+     the var dbt_merge_state_filter_limit, else 20,000. --#}
 {% macro _entity_state_filter_limit() %}
-    {{- return(20000) -}}
+    {{- return(config.get('state_filter_limit', var('dbt_merge_state_filter_limit', 20000)) | int) -}}
 {% endmacro %}
+
+
+{#-- A MERGE without a `when not matched` clause joins its source to its target with an
+     inner join, and Spark broadcasts a small source: the target is read once, and none
+     of it is shuffled. So a state batch too large for _entity_state_target_filter is
+     written in two commits: its new keys (a batch row whose key the table does not
+     hold) first, as placeholders (the key, every other column null, so no `_batch`),
+     then a MERGE that only updates and deletes. Readers skip rows without a batch: the
+     components read edges that have one, and take a component row without one for a
+     node outside the graph. A run that dies between the two commits leaves
+     placeholders, which the next run of that model writes over or drops (the edges:
+     their digest no longer describes them, so every record is compared; the
+     components: they are closed again). The stored keys of the batch are found with a
+     broadcast of the batch, not a shuffle. --#}
+{% macro _entity_state_placeholders_sql(target, source, keys, columns) %}
+insert into {{ target }} ({% for column in columns %}{{ adapter.quote(column) }}{{ ', ' if not loop.last }}{% endfor %})
+select
+    {%- for column in columns %}
+    {{ 'source.' ~ adapter.quote(column) if column | lower in keys else 'null' }}{{ ',' if not loop.last }}
+    {%- endfor %}
+from {{ source }} as source
+left anti join (
+    select /*+ BROADCAST(batch) */ {% for key in keys %}stored.{{ adapter.quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
+    from {{ target }} as stored
+    left semi join {{ source }} as batch
+        on {% for key in keys %}batch.{{ adapter.quote(key) }} <=> stored.{{ adapter.quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
+) as stored
+    on {% for key in keys %}stored.{{ adapter.quote(key) }} <=> source.{{ adapter.quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
+where not source.`$drop`
+{%- endmacro %}

@@ -40,6 +40,11 @@ logger = logging.getLogger(__name__)
 # _entity_value_node_prefix() (macros/entity_merge/_entity_nodes.sql), the same string
 VALUE_NODE_PREFIX = "="
 
+# the column of a components row with the component its node had before the run that
+# wrote the row (null: new, or a first run); the merged model reads the ids it held
+# from it (dbt_merge._entity_old_ids_sql)
+PREVIOUS_COMPONENT = "previous_component"
+
 # a set of at most this many nodes (or labels) is broadcast to the join that reads
 # the stored edges or components (some tens of MB of names)
 BROADCAST_ROWS = 1_000_000
@@ -65,14 +70,18 @@ def entity_components(
         and, from an edges table with batches, ``_batch`` (the edges' last batch).
         With ``previous``: the rows that change, for the ``entity_state`` strategy
         (a ``$drop`` column; a gone entity node keeps a row with a null component).
+        Rows of a merge that follows the change also carry ``previous_component``:
+        the component the node had before the run (null when new, or on a first run).
         Old edges tables without batches give entity nodes only, as before.
     """
     failpoint("entity_merge.before_components")  # the edges committed, the components not
     if "_batch" not in edges.columns:
         components = connected_components(edges, "src", "dst", **closure_options)
         return _for_writing(components.where(~F.col("node").startswith(VALUE_NODE_PREFIX)))
-    # deleted and gone records have a row without an edge (null dst)
-    live = edges.where(F.col("dst").isNotNull()).select("src", "dst")
+    # deleted and gone records have a row without an edge (null dst); a row without a
+    # batch is a placeholder of a state MERGE that has not happened (a run died
+    # between the two commits of a large batch: see the entity_state strategy)
+    live = edges.where(F.col("dst").isNotNull() & F.col("_batch").isNotNull()).select("src", "dst")
     edge_batches = edges.agg(F.max("_batch"), F.min("_batch")).first()
     batch, first_batch = edge_batches[0], edge_batches[1]
     if batch is None:
@@ -85,12 +94,12 @@ def entity_components(
     seen = previous.agg(F.max("_batch")).first()[0]
     if seen is not None and batch <= seen:
         logger.info("entity_components: edges batch %s already closed: nothing to do", batch)
-        return _changes(previous.limit(0), previous.limit(0), batch)
+        return _changes(previous.limit(0), _previous_labels(previous.limit(0)), batch)
     if seen is None or first_batch > seen:
         # the edges were rebuilt (or the state is empty): close everything again
         logger.info("entity_components: edges rebuilt since batch %s: closing all", seen)
         closed = connected_components(live, "src", "dst", **closure_options)
-        return _changes(closed, previous.select("node"), batch)
+        return _changes(closed, _previous_labels(previous), batch)
 
     # each step is computed once and joined by broadcast while it is small: the stored
     # edges and components are then read without a shuffle
@@ -100,17 +109,28 @@ def entity_components(
         .union(new.where(F.col("dst").isNotNull()).select(F.col("dst").alias("node")))
         .distinct()
     )
+    # the stored rows of the touched nodes, and in the same scan the placeholders that a
+    # run which died between its two commits left (no batch: see the entity_state
+    # strategy), which are closed again too
+    stored = materialize(
+        previous.join(_small(touched.withColumn("$touched", F.lit(True))), "node", "left")
+        .where(F.col("$touched").isNotNull() | F.col("_batch").isNull())
+        .select("node", "component", F.col("$touched").isNotNull().alias("$touched"))
+    )
     labels = materialize(
-        previous.join(_small(touched), "node", "left_semi")
-        .where(F.col("component").isNotNull())
+        stored.where(F.col("$touched") & F.col("component").isNotNull())
         .select("component")
         .distinct()
     )
+    # every node of a touched component, with the component it had (each is written
+    # again: the merged model reads the old components from these rows)
+    no_label = F.lit(None).cast("string").alias(PREVIOUS_COMPONENT)
     affected = materialize(
-        previous.join(_small(labels), "component", "left_semi")
-        .select("node")
-        .union(new.select(F.col("src").alias("node")))
-        .distinct()
+        _previous_labels(previous.join(_small(labels), "component", "left_semi"))
+        .union(new.select(F.col("src").alias("node"), no_label))
+        .union(stored.where(~F.col("$touched")).select("node", no_label))
+        .groupBy("node")
+        .agg(F.max(PREVIOUS_COMPONENT).alias(PREVIOUS_COMPONENT))
     )
     entity_nodes = affected.where(~F.col("node").startswith(VALUE_NODE_PREFIX))
     subgraph = materialize(
@@ -126,8 +146,19 @@ def _small(df: DataFrame) -> DataFrame:
     return F.broadcast(df) if df.count() <= BROADCAST_ROWS else df
 
 
+def _previous_labels(previous: DataFrame) -> DataFrame:
+    """Stored rows as (node, previous_component)."""
+    return previous.select("node", F.col("component").alias(PREVIOUS_COMPONENT))
+
+
 def _state_rows(components: DataFrame, batch: int) -> DataFrame:
-    return components.select("node", "component", F.lit(batch).cast("bigint").alias("_batch"))
+    """The rows of a first run (no component before)."""
+    return components.select(
+        "node",
+        "component",
+        F.lit(batch).cast("bigint").alias("_batch"),
+        F.lit(None).cast("string").alias(PREVIOUS_COMPONENT),
+    )
 
 
 def _for_writing(df: DataFrame) -> DataFrame:
@@ -142,16 +173,21 @@ def _for_writing(df: DataFrame) -> DataFrame:
 def _changes(closed: DataFrame, affected: DataFrame, batch: int) -> DataFrame:
     """The state rows of a run: every closed node with its component, and for every
     affected node that is no longer in the graph a tombstone (an entity node: null
-    component, so the merged model sees it go) or a drop (a value node)."""
-    gone = affected.select("node").join(closed.select("node"), "node", "left_anti")
+    component, so the merged model sees it go) or a drop (a value node); each with the
+    component it had before the run (affected: node, previous_component; a closed node
+    outside it is new)."""
+    gone = affected.join(closed.select("node"), "node", "left_anti")
+    batch_column = F.lit(batch).cast("bigint").alias("_batch")
     return _for_writing(
-        _state_rows(closed, batch)
-        .withColumn("$drop", F.lit(False))
+        closed.select("node", "component")
+        .join(affected, "node", "left")
+        .select("node", "component", batch_column, PREVIOUS_COMPONENT, F.lit(False).alias("$drop"))
         .unionByName(
             gone.select(
                 "node",
                 F.lit(None).cast("string").alias("component"),
-                F.lit(batch).cast("bigint").alias("_batch"),
+                batch_column,
+                PREVIOUS_COMPONENT,
                 F.col("node").startswith(VALUE_NODE_PREFIX).alias("$drop"),
             )
         )
