@@ -52,6 +52,7 @@ RUN_DEPENDENT = {
     "table_version",
     "snapshot_id",
     "_batch",  # an entity merge's state: the time of the run that wrote a row
+    "edges_snapshot",  # the edges' digest: the Iceberg snapshot it describes
 }
 # and per table: an offline plan's bin ids hash their first member, here a data file's
 # path (which carries a random UUID)

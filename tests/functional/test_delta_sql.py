@@ -315,6 +315,8 @@ NOT_SQL = {
     "_entity_merge_settings": "returns the known settings (a dict)",
     "_entity_merge_error": "raises a compiler error",
     "_entity_state_filter_limit": "returns a number (the most keys a state MERGE lists)",
+    "_entity_state_broadcast_limit": "returns a number (the most rows of a batch written "
+    "with placeholders)",
     "_entity_merge_spec": "returns the checked declaration (a dict)",
     "_entity_merge_parse_spec": "parse-time stand-in of _entity_merge_spec (a dict)",
     "_entity_merge_declaration": "returns the declaration (a dict)",

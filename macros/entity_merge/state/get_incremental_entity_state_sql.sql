@@ -4,8 +4,9 @@
     that change, each with a boolean column `$drop`: a row whose key is stored
     replaces it, a `$drop` row deletes it. Keys compare null-safe (a deleted record's
     row has a null dst). One MERGE, so one atomic commit; a batch with more keys than
-    _entity_state_filter_limit() writes its new keys as placeholders first, then one
-    MERGE (two commits, _entity_state_placeholders_sql).
+    _entity_state_filter_limit() and at most _entity_state_broadcast_limit() rows writes
+    its new keys as placeholders first, then one MERGE (two commits,
+    _entity_state_placeholders_sql).
 
     The key is the model's unique_key, or by default the key of the state table the
     batch is: (src, dst) for edges, node for components. An empty batch writes nothing
@@ -26,7 +27,9 @@
 select 'dbt_merge: an empty batch, nothing to write' as entity_state
     {%- else %}
         {%- set filter = dbt_merge._entity_state_target_filter(source, keys, unique_key) %}
-        {%- set placeholders = not unique_key and not filter and keys[0] in ['src', 'node'] %}
+        {#-- a batch Spark cannot broadcast would be shuffled with the target anyway --#}
+        {%- set placeholders = not unique_key and not filter and keys[0] in ['src', 'node']
+            and run_query('select count(*) from ' ~ source).rows[0][0] <= dbt_merge._entity_state_broadcast_limit() %}
         {%- if placeholders %}
             {#-- a large batch of a state table: its new keys first, as placeholders, so
                  that the MERGE only updates and deletes --#}
@@ -89,6 +92,17 @@ when not matched and not source.`$drop` then insert ({% for column in columns %}
 {% endmacro %}
 
 
+{#-- The most rows of a batch that writes placeholders first, so that its MERGE can
+     broadcast it (about Spark's default broadcast threshold of 10 MB of state rows; a
+     components batch of 600,000 rows was not broadcast, and its MERGE took longer with
+     placeholders): the model's config state_broadcast_limit, else the var
+     dbt_merge_state_broadcast_limit, else 200,000. A larger batch is one MERGE that
+     shuffles its target. --#}
+{% macro _entity_state_broadcast_limit() %}
+    {{- return(config.get('state_broadcast_limit', var('dbt_merge_state_broadcast_limit', 200000)) | int) -}}
+{% endmacro %}
+
+
 {#-- The most values _entity_state_target_filter lists in a MERGE's condition (above
      it, a batch writes placeholders first): the model's config state_filter_limit, else
      the var dbt_merge_state_filter_limit, else 20,000. --#}
@@ -99,8 +113,8 @@ when not matched and not source.`$drop` then insert ({% for column in columns %}
 
 {#-- A MERGE without a `when not matched` clause joins its source to its target with an
      inner join, and Spark broadcasts a small source: the target is read once, and none
-     of it is shuffled. So a state batch too large for _entity_state_target_filter is
-     written in two commits: its new keys (a batch row whose key the table does not
+     of it is shuffled. So a state batch too large for _entity_state_target_filter (and
+     small enough to broadcast) is written in two commits: its new keys (a batch row whose key the table does not
      hold) first, as placeholders (the key, every other column null, so no `_batch`),
      then a MERGE that only updates and deletes. Readers skip rows without a batch: the
      components read edges that have one, and take a component row without one for a
