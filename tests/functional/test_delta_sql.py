@@ -440,7 +440,8 @@ NOT_ON_DATABRICKS = {
     "finish_incremental_upsert": SPARK_SESSION_FLOW,
     "_create_upsert_provenance_table": SPARK_SESSION_PROVENANCE,
     "_table_version": "reads a table's history: by the spark_session upsert "
-    "materialization's provenance and by the Iceberg-only auto-merge runner",
+    "materialization's provenance, the Iceberg-only auto-merge runner and the edges' "
+    "Iceberg-only digest",
     "_upsert_version_exists": SPARK_SESSION_PROVENANCE,
     "_upsert_recorded_version": SPARK_SESSION_PROVENANCE,
     "_upsert_provenance_before": SPARK_SESSION_PROVENANCE,
@@ -460,7 +461,6 @@ NOT_ON_DATABRICKS = {
     "_entity_old_ids_sql": f"time travel to the components' Iceberg snapshot; {CHANGE_SCOPE}",
     "_entity_affected_cte": CHANGE_SCOPE,
     "_entity_current_sql": CHANGE_SCOPE,
-    "_entity_current_snapshot_sql": f"reads an Iceberg table's history; {DIGEST}",
     "_entity_stored_digest": DIGEST,
     "_entity_changed_buckets_sql": DIGEST,
     "_entity_stored_rows_sql": DIGEST,

@@ -56,16 +56,6 @@
 {% endmacro %}
 
 
-{#-- The select of the id of relation's current snapshot (Iceberg), as a string. --#}
-{% macro _entity_current_snapshot_sql(relation) %}
-    select cast(snapshot_id as string)
-    from {{ relation }}.history
-    where is_current_ancestor
-    order by made_current_at desc
-    limit 1
-{%- endmacro %}
-
-
 {#-- The stored digest of the edges table relation when it describes relation's current
      snapshot with today's buckets, else none. A run before the first digest finds it
      empty. --#}
@@ -75,13 +65,11 @@
         'create table if not exists ' ~ digest ~ ' (dataset_offset int, bucket int, records bigint,'
         ~ ' digest bigint, buckets int, edges_snapshot string) using iceberg'
     ) %}
-    {% set query %}
-        select
-            (select edges_snapshot from {{ digest }} where buckets = {{ dbt_merge._entity_digest_buckets() }} limit 1),
-            ({{ dbt_merge._entity_current_snapshot_sql(relation) }})
-    {% endset %}
-    {% set found = run_query(query).rows[0] %}
-    {{ return(digest if found[0] is not none and found[0] == found[1] else none) }}
+    {% set found = run_query(
+        'select edges_snapshot from ' ~ digest ~ ' where buckets = ' ~ dbt_merge._entity_digest_buckets() ~ ' limit 1'
+    ).rows %}
+    {% set stamped = found[0][0] if found | length > 0 else none %}
+    {{ return(digest if stamped is not none and stamped == dbt_merge._table_version(relation, 'iceberg') else none) }}
 {% endmacro %}
 
 
@@ -219,7 +207,7 @@ where not (
     {% endif %}
     {#-- the batch committed, the digest not yet: the next run compares every record --#}
     {% do dbt_merge._failpoint('entity_merge.before_digest') %}
-    {% set snapshot = run_query(dbt_merge._entity_current_snapshot_sql(target)).rows[0][0] %}
+    {% set snapshot = dbt_merge._table_version(target, 'iceberg') %}
     {% do run_query(
         'create or replace table ' ~ dbt_merge._entity_side_relation(target, 'digest') ~ ' using iceberg as\n'
         ~ 'select dataset_offset, bucket, records, digest, '
