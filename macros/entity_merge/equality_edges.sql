@@ -90,7 +90,7 @@
     {#-- a first run computes it from the edges it writes; a run that found no bucket
          changed keeps the stored one --#}
     {% do dbt_merge._entity_digest_plan('keep' if incremental else 'rebuild') %}
-{% elif config.get('materialized') == 'incremental' and config.get('incremental_strategy') == 'entity_state' and config.get('file_format') == 'iceberg' %}
+{% elif dbt_merge._entity_state_on_iceberg() %}
     {% do dbt_merge._entity_digest_plan('none') %}
 {% endif %}
 {%- if incremental and unchanged %}

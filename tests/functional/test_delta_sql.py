@@ -366,6 +366,8 @@ NOT_SQL = {
     "_entity_bucket_sql": "an expression, parsed inside the digest's selects (Iceberg only)",
     "_entity_digest_mix_sql": "an expression, parsed inside the digest's selects (Iceberg only)",
     "_entity_uses_digest": "returns whether the edges model keeps a digest (a boolean)",
+    "_entity_state_on_iceberg": "returns whether the model is a state model on Iceberg "
+    "(a boolean)",
     "_entity_side_relation": "returns a relation beside the model (used by _entity_stage)",
     "_entity_strategy_default": "returns SQL fragments (a dict), parsed inside people_plain",
     "_entity_strategy_compact": "returns SQL fragments (a dict), parsed inside people_first",

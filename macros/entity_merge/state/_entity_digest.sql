@@ -34,16 +34,21 @@
 {% endmacro %}
 
 
-{#-- Whether the edges model (this) keeps a digest: an incremental entity_state model on
-     Iceberg of a merge whose datasets have no change column (their runs read only the
-     changed rows: there is nothing to summarize). --#}
-{% macro _entity_uses_digest(spec) %}
+{#-- Whether the model (this) is a state model on Iceberg: incremental, entity_state. --#}
+{% macro _entity_state_on_iceberg() %}
     {{ return(
         config.get('materialized') == 'incremental'
         and config.get('incremental_strategy') == 'entity_state'
         and config.get('file_format') == 'iceberg'
-        and spec.datasets | selectattr('change_sql') | list | length == 0
     ) }}
+{% endmacro %}
+
+
+{#-- Whether the edges model (this) keeps a digest: a state model on Iceberg of a merge
+     whose datasets have no change column (their runs read only the changed rows: there
+     is nothing to summarize). --#}
+{% macro _entity_uses_digest(spec) %}
+    {{ return(dbt_merge._entity_state_on_iceberg() and spec.datasets | selectattr('change_sql') | list | length == 0) }}
 {% endmacro %}
 
 
