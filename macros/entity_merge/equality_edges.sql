@@ -149,7 +149,8 @@
      have the change_mark column. records_relation: those records as staged
      (_entity_current_records_sql), read instead of the datasets. stored: the stored
      rows of the changed records' buckets as staged (_entity_stored_rows_sql), read
-     instead of the whole table. --#}
+     instead of the whole table; with it, every row also says whether its key is
+     stored (`$stored`, see get_incremental_entity_state_sql). --#}
 {% macro _entity_edge_rows_sql(spec, batch, changed_relation=none, stored_marks=false, records_relation=none, stored=none) %}
 with
 
@@ -200,7 +201,14 @@ select
     {{ dbt_merge._sql_string(dbt_merge._entity_declaration_json(spec)) }} as declaration,
     change_mark
     {{- ', false as `$drop`' if changed_relation }}
+    {{- ', kept.kept_src is not null as `$stored`' if stored is not none }}
 from next_rows
+{%- if stored is not none %}
+-- whether the row's key is stored (stored holds every stored row of the changed
+-- records): the strategy appends the new keys' placeholders without reading the table
+left join (select src as kept_src, dst as kept_dst from {{ stored }}) as kept
+    on kept.kept_src = next_rows.src and kept.kept_dst <=> next_rows.dst
+{%- endif %}
 {%- if changed_relation %}
 union all
 -- the stored rows of changed records that are not rows any more
@@ -212,6 +220,7 @@ select
     stored.declaration,
     {{ 'stored.change_mark' if stored_marks else 'cast(null as bigint)' }},
     true as `$drop`
+    {{- ', true as `$stored`' if stored is not none }}
 from {{ stored if stored is not none else this }} as stored
 left semi join {{ changed_relation }} as changed
     on changed.node = stored.src

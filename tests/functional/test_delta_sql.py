@@ -103,6 +103,12 @@ PIPELINE = {
         "select node, component, cast(0 as bigint) as `_batch`, false as `$drop`"
         " from {{ ref('people_components') }}"
     ),
+    # as a components model writes it: it says which nodes are stored
+    "people_components_batch_known.sql": (
+        "{{ config(materialized='view') }}\n"
+        "select node, component, cast(0 as bigint) as `_batch`, false as `$drop`,"
+        " node like '0|%' as `$stored` from {{ ref('people_components') }}"
+    ),
 }
 # what `dbt run` builds before the compile: views, and orders_target as an Iceberg table
 BUILT = [
@@ -115,6 +121,7 @@ BUILT = [
     "people_edges",
     "people_components",
     "people_components_batch",
+    "people_components_batch_known",
 ]
 # tables created directly, as a previous run would have left them: the incremental
 # models compile their incremental SQL, and loose_events is outside the dbt project
@@ -167,6 +174,18 @@ RENDERING = {
                 schema=target.schema, identifier='people_follow_components', type='table'
             ),
             'temp_relation': ref('people_components_batch'),
+        } -%}
+        {% if execute %}{{ dbt_merge.get_incremental_entity_state_sql(arg_dict) }}{% endif %}
+    """,
+    # the same with a batch that says which nodes are stored: the placeholders are
+    # appended without reading the table
+    "entity_state_components_known_sql.sql": """
+        {{ config(materialized='view', state_filter_limit=0) }}
+        {%- set arg_dict = {
+            'target_relation': api.Relation.create(
+                schema=target.schema, identifier='people_follow_components', type='table'
+            ),
+            'temp_relation': ref('people_components_batch_known'),
         } -%}
         {% if execute %}{{ dbt_merge.get_incremental_entity_state_sql(arg_dict) }}{% endif %}
     """,
@@ -366,8 +385,7 @@ NOT_SQL = {
     "_entity_bucket_sql": "an expression, parsed inside the digest's selects (Iceberg only)",
     "_entity_digest_mix_sql": "an expression, parsed inside the digest's selects (Iceberg only)",
     "_entity_uses_digest": "returns whether the edges model keeps a digest (a boolean)",
-    "_entity_state_on_iceberg": "returns whether the model is a state model on Iceberg "
-    "(a boolean)",
+    "_entity_state_on_iceberg": "returns whether the model is a state model on Iceberg (a boolean)",
     "_entity_side_relation": "returns a relation beside the model (used by _entity_stage)",
     "_entity_strategy_default": "returns SQL fragments (a dict), parsed inside people_plain",
     "_entity_strategy_compact": "returns SQL fragments (a dict), parsed inside people_first",
@@ -490,6 +508,10 @@ SHAPES = {
         [exp.Merge],
         ["when matched and source.`$drop` then delete", "on target.`node` <=> source.`node`"],
     ),
+    "entity_state_components_known_sql": (
+        [exp.Merge],
+        ["when matched and source.`$drop` then delete", "on target.`node` <=> source.`node`"],
+    ),
     "people": ([exp.Query], ["left anti join", "`$replaced`", "(select coalesce(max(`_updated`)"]),
     "people_first": ([exp.Query], ["array_distinct(flatten(", "- 1 as `_updated`"]),
     "people_listed": ([exp.Query], ["assert_true(", "as `$merged`"]),
@@ -512,6 +534,10 @@ TABLES = {
     "people_follow_edges": {"people_follow_edges__dbt_merge_batch"},
     "entity_state_sql": {"people_follow_edges", "people_edges"},
     "entity_state_components_sql": {"people_follow_components", "people_components_batch"},
+    "entity_state_components_known_sql": {
+        "people_follow_components",
+        "people_components_batch_known",
+    },
     "people": {"crm", "billing", "people_components", "people"},
     "people_first": {"crm", "billing", "people_components"},
     "people_listed": {"crm", "billing", "people_components"},
@@ -615,6 +641,10 @@ def check_executed(queries: list[str], name: str) -> None:
             assert "'delta.enableDeletionVectors' = 'true'" in flat(query)
         else:
             assert isinstance(parse(query), exp.Query)
+    if name == "_entity_state_placeholders_sql":
+        # both forms: the stored keys found by a read of the table, or named by the batch
+        assert any("left anti join" in flat(q) for q in found), found
+        assert any("and not source.`$stored`" in flat(q) for q in found), found
 
 
 class TestDeltaSql(InstallsDbtMerge):

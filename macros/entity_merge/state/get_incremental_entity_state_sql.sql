@@ -2,7 +2,9 @@
     incremental_strategy='entity_state': how a change-following entity merge writes its
     state tables (the edges model and the components model). A batch holds the rows
     that change, each with a boolean column `$drop`: a row whose key is stored
-    replaces it, a `$drop` row deletes it. Keys compare null-safe (a deleted record's
+    replaces it, a `$drop` row deletes it. A batch may also say of each row whether its
+    key is stored (boolean column `$stored`), which spares its placeholders a read of
+    the table. Keys compare null-safe (a deleted record's
     row has a null dst). One MERGE, so one atomic commit; a batch with more keys than
     _entity_state_filter_limit() and at most _entity_state_broadcast_limit() rows writes
     its new keys as placeholders first, then one MERGE (two commits,
@@ -33,7 +35,8 @@ select 'dbt_merge: an empty batch, nothing to write' as entity_state
         {%- if placeholders %}
             {#-- a large batch of a state table: its new keys first, as placeholders, so
                  that the MERGE only updates and deletes --#}
-            {%- do run_query(dbt_merge._entity_state_placeholders_sql(target, source, keys, columns)) %}
+            {%- set source_columns = adapter.get_columns_in_relation(source) | map(attribute='name') | map('lower') | list %}
+            {%- do run_query(dbt_merge._entity_state_placeholders_sql(target, source, keys, columns, '$stored' in source_columns)) %}
             {%- do dbt_merge._failpoint('entity_merge.before_' ~ ('edges' if keys[0] == 'src' else 'components') ~ '_merge') %}
         {%- endif %}
 merge into {{ target }} as target
@@ -122,14 +125,19 @@ when not matched and not source.`$drop` then insert ({% for column in columns %}
      placeholders, which the next run of that model writes over or drops (the edges:
      their digest no longer describes them, so every record is compared; the
      components: they are closed again). The stored keys of the batch are found with a
-     broadcast of the batch, not a shuffle. --#}
-{% macro _entity_state_placeholders_sql(target, source, keys, columns) %}
+     broadcast of the batch, not a shuffle; a batch with a column `$stored` (known:
+     the model knows whether each row's key is stored, true or false, never null)
+     names its new keys itself, and they are appended without reading the table. --#}
+{% macro _entity_state_placeholders_sql(target, source, keys, columns, known=false) %}
 insert into {{ target }} ({% for column in columns %}{{ adapter.quote(column) }}{{ ', ' if not loop.last }}{% endfor %})
 select
     {%- for column in columns %}
     {{ 'source.' ~ adapter.quote(column) if column | lower in keys else 'null' }}{{ ',' if not loop.last }}
     {%- endfor %}
 from {{ source }} as source
+{%- if known %}
+where not source.`$drop` and not source.`$stored`
+{%- else %}
 left anti join (
     select /*+ BROADCAST(batch) */ {% for key in keys %}stored.{{ adapter.quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
     from {{ target }} as stored
@@ -138,4 +146,5 @@ left anti join (
 ) as stored
     on {% for key in keys %}stored.{{ adapter.quote(key) }} <=> source.{{ adapter.quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
 where not source.`$drop`
+{%- endif %}
 {%- endmacro %}

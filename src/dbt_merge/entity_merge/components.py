@@ -45,6 +45,11 @@ VALUE_NODE_PREFIX = "="
 # from it (dbt_merge._entity_old_ids_sql)
 PREVIOUS_COMPONENT = "previous_component"
 
+# the column of a batch row that says whether the table holds a row of its node (the
+# entity_state strategy then appends the placeholders of new nodes without reading
+# the table: get_incremental_entity_state_sql)
+STORED = "$stored"
+
 # a set of at most this many nodes (or labels) is broadcast to the join that reads
 # the stored edges or components (some tens of MB of names)
 BROADCAST_ROWS = 1_000_000
@@ -69,7 +74,8 @@ def entity_components(
         node name of the component, so the same graph always gives the same labels)
         and, from an edges table with batches, ``_batch`` (the edges' last batch).
         With ``previous``: the rows that change, for the ``entity_state`` strategy
-        (a ``$drop`` column; a gone entity node keeps a row with a null component).
+        (a ``$drop`` column; a gone entity node keeps a row with a null component),
+        and whether the table holds a row of the node (``$stored``).
         Rows of a merge that follows the change also carry ``previous_component``:
         the component the node had before the run (null when new, or on a first run).
         Old edges tables without batches give entity nodes only, as before.
@@ -82,28 +88,30 @@ def entity_components(
     # batch is a placeholder of a state MERGE that has not happened (a run died
     # between the two commits of a large batch: see the entity_state strategy)
     live = edges.where(F.col("dst").isNotNull() & F.col("_batch").isNotNull()).select("src", "dst")
-    edge_batches = edges.agg(F.max("_batch"), F.min("_batch")).first()
-    batch, first_batch = edge_batches[0], edge_batches[1]
-    if batch is None:
+    seen = previous.agg(F.max("_batch")).first()[0] if previous is not None else None
+    if seen is None:
+        # a first run, or an empty state: close everything
+        batch = edges.agg(F.max("_batch")).first()[0]
         closed = connected_components(live, "src", "dst", **closure_options)
-        return _for_writing(_state_rows(closed, 0))
-    if previous is None:
-        closed = connected_components(live, "src", "dst", **closure_options)
-        return _for_writing(_state_rows(closed, batch))
+        if previous is None or batch is None:
+            return _for_writing(_state_rows(closed, batch or 0))
+        return _changes(closed, _previous_labels(previous), batch)
 
-    seen = previous.agg(F.max("_batch")).first()[0]
-    if seen is not None and batch <= seen:
-        logger.info("entity_components: edges batch %s already closed: nothing to do", batch)
-        return _changes(previous.limit(0), _previous_labels(previous.limit(0)), batch)
-    if seen is None or first_batch > seen:
-        # the edges were rebuilt (or the state is empty): close everything again
+    # the edges rows of batches after the last one closed: the data files of earlier
+    # batches are skipped by their statistics of _batch, so this reads few rows
+    new = materialize(edges.where(F.col("_batch") > seen).select("src", "dst", "_batch"))
+    batch = new.agg(F.max("_batch")).first()[0]
+    if batch is None:
+        logger.info("entity_components: edges batch %s already closed: nothing to do", seen)
+        return _changes(previous.limit(0), _previous_labels(previous.limit(0)), seen)
+    if edges.where(F.col("_batch") <= seen).limit(1).count() == 0:
+        # the edges were rebuilt (every batch is new): close everything again
         logger.info("entity_components: edges rebuilt since batch %s: closing all", seen)
         closed = connected_components(live, "src", "dst", **closure_options)
         return _changes(closed, _previous_labels(previous), batch)
 
     # each step is computed once and joined by broadcast while it is small: the stored
     # edges and components are then read without a shuffle
-    new = materialize(edges.where(F.col("_batch") > seen).select("src", "dst"))
     touched = materialize(
         new.select(F.col("src").alias("node"))
         .union(new.where(F.col("dst").isNotNull()).select(F.col("dst").alias("node")))
@@ -123,14 +131,16 @@ def entity_components(
         .distinct()
     )
     # every node of a touched component, with the component it had (each is written
-    # again: the merged model reads the old components from these rows)
+    # again: the merged model reads the old components from these rows) and whether
+    # the table holds a row of it (STORED: every node of a touched component, every
+    # stored row read above; a node of the new edges that is not among them is new)
     no_label = F.lit(None).cast("string").alias(PREVIOUS_COMPONENT)
     affected = materialize(
         _previous_labels(previous.join(_small(labels), "component", "left_semi"))
-        .union(new.select(F.col("src").alias("node"), no_label))
-        .union(stored.where(~F.col("$touched")).select("node", no_label))
+        .union(new.select(F.col("src").alias("node"), no_label, F.lit(False).alias(STORED)))
+        .union(stored.select("node", no_label, F.lit(True).alias(STORED)))
         .groupBy("node")
-        .agg(F.max(PREVIOUS_COMPONENT).alias(PREVIOUS_COMPONENT))
+        .agg(F.max(PREVIOUS_COMPONENT).alias(PREVIOUS_COMPONENT), F.max(STORED).alias(STORED))
     )
     entity_nodes = affected.where(~F.col("node").startswith(VALUE_NODE_PREFIX))
     subgraph = materialize(
@@ -147,8 +157,10 @@ def _small(df: DataFrame) -> DataFrame:
 
 
 def _previous_labels(previous: DataFrame) -> DataFrame:
-    """Stored rows as (node, previous_component)."""
-    return previous.select("node", F.col("component").alias(PREVIOUS_COMPONENT))
+    """Stored rows as (node, previous_component, STORED)."""
+    return previous.select(
+        "node", F.col("component").alias(PREVIOUS_COMPONENT), F.lit(True).alias(STORED)
+    )
 
 
 def _state_rows(components: DataFrame, batch: int) -> DataFrame:
@@ -175,20 +187,19 @@ def _changes(closed: DataFrame, affected: DataFrame, batch: int) -> DataFrame:
     affected node that is no longer in the graph a tombstone (an entity node: null
     component, so the merged model sees it go) or a drop (a value node); each with the
     component it had before the run (affected: node, previous_component; a closed node
-    outside it is new)."""
-    gone = affected.join(closed.select("node"), "node", "left_anti")
-    batch_column = F.lit(batch).cast("bigint").alias("_batch")
+    outside it is new) and whether the table holds a row of the node (STORED; a closed
+    node outside affected is new). One outer join: the closure's frame is read once (a frame the
+    driver method built is converted from Arrow on every read)."""
+    closed = closed.select("node", "component", F.lit(True).alias("$closed"))
     return _for_writing(
-        closed.select("node", "component")
-        .join(affected, "node", "left")
-        .select("node", "component", batch_column, PREVIOUS_COMPONENT, F.lit(False).alias("$drop"))
-        .unionByName(
-            gone.select(
-                "node",
-                F.lit(None).cast("string").alias("component"),
-                batch_column,
-                PREVIOUS_COMPONENT,
-                F.col("node").startswith(VALUE_NODE_PREFIX).alias("$drop"),
-            )
+        closed.join(affected, "node", "full").select(
+            "node",
+            "component",
+            F.lit(batch).cast("bigint").alias("_batch"),
+            PREVIOUS_COMPONENT,
+            (F.col("$closed").isNull() & F.col("node").startswith(VALUE_NODE_PREFIX)).alias(
+                "$drop"
+            ),
+            F.coalesce(STORED, F.lit(False)).alias(STORED),
         )
     )
