@@ -149,6 +149,19 @@ BIN_PROVENANCE = """
 {{ dbt_merge.bin_provenance(ref('bins')) }}
 """
 MERGED = "{{{{ dbt_merge.merge_entities('{merge}', ref('people_components')) }}}}"
+# the entity_state strategy of a components batch (ref BATCH) into a components state
+# table (a table of an earlier run), as a batch over the key-list limit is written
+# (placeholders, then the MERGE)
+COMPONENTS_STATE = """
+    {{ config(materialized='view', state_filter_limit=0) }}
+    {%- set arg_dict = {
+        'target_relation': api.Relation.create(
+            schema=target.schema, identifier='people_follow_components', type='table'
+        ),
+        'temp_relation': ref('BATCH'),
+    } -%}
+    {% if execute %}{{ dbt_merge.get_incremental_entity_state_sql(arg_dict) }}{% endif %}
+"""
 RENDERING = {
     # built: incremental runs (is_incremental() is true when compiled)
     "people_provenance.sql": ENTITY_PROVENANCE,
@@ -165,30 +178,12 @@ RENDERING = {
         } -%}
         {% if execute %}{{ dbt_merge.get_incremental_entity_state_sql(arg_dict) }}{% endif %}
     """,
-    # a components batch into a components state table (a table of an earlier run),
-    # written as a batch over the key-list limit is (placeholders, then the MERGE)
-    "entity_state_components_sql.sql": """
-        {{ config(materialized='view', state_filter_limit=0) }}
-        {%- set arg_dict = {
-            'target_relation': api.Relation.create(
-                schema=target.schema, identifier='people_follow_components', type='table'
-            ),
-            'temp_relation': ref('people_components_batch'),
-        } -%}
-        {% if execute %}{{ dbt_merge.get_incremental_entity_state_sql(arg_dict) }}{% endif %}
-    """,
-    # the same with a batch that says which nodes are stored: the placeholders are
-    # appended without reading the table
-    "entity_state_components_known_sql.sql": """
-        {{ config(materialized='view', state_filter_limit=0) }}
-        {%- set arg_dict = {
-            'target_relation': api.Relation.create(
-                schema=target.schema, identifier='people_follow_components', type='table'
-            ),
-            'temp_relation': ref('people_components_batch_known'),
-        } -%}
-        {% if execute %}{{ dbt_merge.get_incremental_entity_state_sql(arg_dict) }}{% endif %}
-    """,
+    # a components batch, and one that says which nodes are stored (its placeholders are
+    # appended without reading the table)
+    "entity_state_components_sql.sql": COMPONENTS_STATE.replace("BATCH", "people_components_batch"),
+    "entity_state_components_known_sql.sql": COMPONENTS_STATE.replace(
+        "BATCH", "people_components_batch_known"
+    ),
     # never built: first runs
     "people_provenance_first.sql": ENTITY_PROVENANCE,
     "bins_provenance_first.sql": BIN_PROVENANCE,
