@@ -69,31 +69,21 @@
         {{ return(none) }}
     {% endif %}
     {% set query %}
-        select
-            (
-                select cast(snapshot_id as string)
-                from {{ components }}.history
-                where is_current_ancestor
-                    and made_current_at <= (
-                        select max(made_current_at) from {{ this }}.history where is_current_ancestor
-                    )
-                order by made_current_at desc
-                limit 1
-            ),
-            (
-                select cast(snapshot_id as string)
-                from {{ components }}.history
-                where is_current_ancestor
-                order by made_current_at desc
-                limit 1
+        select cast(snapshot_id as string)
+        from {{ components }}.history
+        where is_current_ancestor
+            and made_current_at <= (
+                select max(made_current_at) from {{ this }}.history where is_current_ancestor
             )
+        order by made_current_at desc
+        limit 1
     {% endset %}
-    {% set found = run_query(query).rows[0] %}
-    {% if found[0] is none %}
+    {% set found = run_query(query).rows %}
+    {% if found | length == 0 or found[0][0] is none %}
         {{ return(none) }}
     {% endif %}
-    {% set version = found[0] %}
-    {% if version == found[1] %}
+    {% set version = found[0][0] %}
+    {% if version == dbt_merge._table_version(components, 'iceberg') %}
         {#-- the components have not committed since this table last did: nothing to
              read (metadata only, no scan) --#}
         {{ return({'since': none, 'version': version, 'unchanged': true}) }}

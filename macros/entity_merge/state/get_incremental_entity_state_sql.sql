@@ -4,8 +4,8 @@
     that change, each with a boolean column `$drop`: a row whose key is stored
     replaces it, a `$drop` row deletes it. A batch may also say of each row whether its
     key is stored (boolean column `$stored`), which spares its placeholders a read of
-    the table. Keys compare null-safe (a deleted record's
-    row has a null dst). One MERGE, so one atomic commit; a batch with more keys than
+    the table. Keys compare null-safe (a deleted record's row has a null dst). One
+    MERGE, so one atomic commit; a batch with more keys than
     _entity_state_filter_limit() and at most _entity_state_broadcast_limit() rows writes
     its new keys as placeholders first, then one MERGE (two commits,
     _entity_state_placeholders_sql).
@@ -117,8 +117,9 @@ when not matched and not source.`$drop` then insert ({% for column in columns %}
 {#-- A MERGE without a `when not matched` clause joins its source to its target with an
      inner join, and Spark broadcasts a small source: the target is read once, and none
      of it is shuffled. So a state batch too large for _entity_state_target_filter (and
-     small enough to broadcast) is written in two commits: its new keys (a batch row whose key the table does not
-     hold) first, as placeholders (the key, every other column null, so no `_batch`),
+     small enough to broadcast) is written in two commits: its new keys (a batch row
+     whose key the table does not hold) first, as placeholders (the key, every other
+     column null, so no `_batch`),
      then a MERGE that only updates and deletes. Readers skip rows without a batch: the
      components read edges that have one, and take a component row without one for a
      node outside the graph. A run that dies between the two commits leaves
