@@ -13,7 +13,10 @@ the closure measures anyway (edge rows and the bytes of their names), in two par
   factorize's codes and hash table), scipy's sparse matrix (COO, then CSR) and the
   per-node arrays of the labelling and the result. Nodes are counted as
   ``NODES_PER_EDGE`` per edge, the worst case of a sparse graph where every edge
-  brings new names.
+  brings new names. These constants were measured when the driver method went
+  through pandas; it now keeps the names in Arrow (no ``str`` per name, no pandas
+  arrays), so the estimate overstates its Python need: the driver method is chosen
+  less often than it could be, never when it would not fit.
 
 ``driver_memory`` reads what the driver has free: the JVM's maximum heap less what it
 uses now, and the memory the operating system reports available (Linux
