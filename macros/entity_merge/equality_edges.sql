@@ -57,7 +57,7 @@
             {% if not unchanged %}
                 {% set candidates = dbt_merge._entity_stage('candidates', dbt_merge._entity_current_records_sql(spec, buckets=buckets)) %}
                 {#-- and their stored rows, read once: the comparison and the batch's drops --#}
-                {% set stored = dbt_merge._entity_stage('stored', dbt_merge._entity_stored_rows_sql(buckets)) %}
+                {% set stored = dbt_merge._entity_stage('stored', dbt_merge._entity_stored_rows_sql(buckets, stored_marks)) %}
             {% endif %}
         {% endif %}
         {% if not unchanged %}
@@ -211,13 +211,14 @@ left join (select src as kept_src, dst as kept_dst from {{ stored }}) as kept
 {%- endif %}
 {%- if changed_relation %}
 union all
--- the stored rows of changed records that are not rows any more
+-- the stored rows of changed records that are not rows any more (the MERGE deletes
+-- them: only their keys count)
 select
     stored.src,
     stored.dst,
     stored.fingerprint,
-    stored.`_batch`,
-    stored.declaration,
+    cast({{ batch }} as bigint),
+    {{ dbt_merge._sql_string(dbt_merge._entity_declaration_json(spec)) }},
     {{ 'stored.change_mark' if stored_marks else 'cast(null as bigint)' }},
     true as `$drop`
     {{- ', true as `$stored`' if stored is not none }}

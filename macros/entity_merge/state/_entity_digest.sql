@@ -117,9 +117,13 @@ where not (
 
 
 {#-- The select of the stored edges rows (this) of the records in the staged buckets
-     (few: broadcast to the scan). --#}
-{% macro _entity_stored_rows_sql(buckets) %}
-    select /*+ BROADCAST(buckets) */ stored.*
+     (few: broadcast to the scan): their keys, fingerprints and change marks
+     (stored_marks: the table has the column), what the comparison and the batch's drops
+     read. Not the declaration: the same long string on every row, which would cost a
+     second of decoding in a scan of millions. --#}
+{% macro _entity_stored_rows_sql(buckets, stored_marks=false) %}
+    select /*+ BROADCAST(buckets) */
+        stored.src, stored.dst, stored.fingerprint{{ ', stored.change_mark' if stored_marks }}
     from {{ this }} as stored
     left semi join {{ buckets }} as buckets
         on buckets.dataset_offset = {{ dbt_merge._entity_node_offset_sql('stored.src') }}
