@@ -26,7 +26,9 @@ incremental run costs grows with it: `--chain 25` makes every component ~94 reco
 With --change-column as well, every dataset carries `_changed_at` (the day of the
 delivery that last changed a record; before the first delivery, one of the 1,000 days
 before it) declared in the merge's change_columns, so a
-run reads only the records changed since the last one.
+run reads only the records changed since the last one. Last, the reads that any run
+following a change spread at random must make (FLOOR_READS: the datasets, the edges, the
+components and the merged table, once each) are timed and divided by the full build's.
 
 Usage:
   .venv/bin/python bench/entity_merge_bench.py --sizes 100000,1000000 [--baseline-cap 600]
@@ -243,7 +245,48 @@ def incremental_runs(
             }
         )
         print(json.dumps(runs[-1]), flush=True)
-    return {"records": size, "chain": chain, "change_column": change_column, "runs": runs}
+    floor = read_floor(full_s)
+    print(json.dumps(floor), flush=True)
+    return {
+        "records": size,
+        "chain": chain,
+        "change_column": change_column,
+        "runs": runs,
+        "read_floor": floor,
+    }
+
+
+# what a run that follows the change must read at least once, whatever its design, when
+# the change is spread at random over the ids (every data file then holds a changed
+# record, so neither partitions nor file statistics skip any): every record of the
+# datasets (the default change detection hashes each), and the stored rows of the
+# changed records in the edges, the components and the merged table, each looked up by
+# keys found in every file. Writing, the closure and the golden records come on top.
+FLOOR_READS = {
+    "datasets": [f"select sum(xxhash64(*)) from {SCHEMA}.{name}" for name in DATASETS],
+    "edges": [f"select sum(xxhash64(src, dst, fingerprint)) from {SCHEMA}.people_edges"],
+    "components": [f"select sum(xxhash64(node, component)) from {SCHEMA}.people_components"],
+    "merged": [f"select sum(xxhash64(*)) from {SCHEMA}.people"],
+}
+
+
+def read_floor(full_s: float) -> dict:
+    """The time of FLOOR_READS, in the process that timed the full build (each read
+    twice, the faster kept: a lower bound), and its ratio to the full build."""
+    spark = sessions.get_session(
+        sessions.SessionSettings(warehouse=WAREHOUSE, log_dir=OUT / "logs")
+    )
+    reads = {}
+    for table, queries in FLOOR_READS.items():
+        times = []
+        for _ in range(2):
+            started = time.monotonic()
+            for query in queries:
+                spark.sql(query).collect()
+            times.append(time.monotonic() - started)
+        reads[table] = round(min(times), 2)
+    total = sum(reads.values())
+    return {"reads_s": reads, "total_s": round(total, 1), "ratio_to_full": round(total / full_s, 3)}
 
 
 def components_query(sql: str):
@@ -281,6 +324,13 @@ def print_incremental(results: list[dict]) -> None:
                 f"| {nodes['people_components']} s | {nodes['people']} s | {run['merge_s']} s "
                 f"| {'1' if ratio is None else f'{ratio:.3f}'} |"
             )
+    for result in results:
+        floor = result["read_floor"]
+        reads = ", ".join(f"{table} {seconds} s" for table, seconds in floor["reads_s"].items())
+        print(
+            f"\nrecords={result['records']:,}: one read of each ({reads}) takes "
+            f"{floor['total_s']} s, {floor['ratio_to_full']:.3f} of the full build"
+        )
 
 
 def naive_merge(spark: SparkSession, cap_seconds: float) -> dict:
