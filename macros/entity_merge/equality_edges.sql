@@ -205,8 +205,16 @@ select
 from next_rows
 {%- if stored is not none %}
 -- whether the row's key is stored (stored holds every stored row of the changed
--- records): the strategy appends the new keys' placeholders without reading the table
-left join (select src as kept_src, dst as kept_dst from {{ stored }}) as kept
+-- records): the strategy appends the new keys' placeholders without reading the table.
+-- The stored keys that are rows again are found first (a semi join, to which the
+-- batch's few rows are broadcast), so only they are shuffled, not the stored rows of
+-- every record of the changed buckets
+left join (
+    select stored.src as kept_src, stored.dst as kept_dst
+    from {{ stored }} as stored
+    left semi join next_rows
+        on next_rows.src = stored.src and next_rows.dst <=> stored.dst
+) as kept
     on kept.kept_src = next_rows.src and kept.kept_dst <=> next_rows.dst
 {%- endif %}
 {%- if changed_relation %}
