@@ -256,6 +256,11 @@ def incremental_runs(
     }
 
 
+def bench_session():
+    """The SparkSession the benchmark's dbt runs use (the one of this process)."""
+    return sessions.get_session(sessions.SessionSettings(warehouse=WAREHOUSE, log_dir=OUT / "logs"))
+
+
 # what a run that follows the change must read at least once, whatever its design, when
 # the change is spread at random over the ids (every data file then holds a changed
 # record, so neither partitions nor file statistics skip any): every record of the
@@ -273,9 +278,7 @@ FLOOR_READS = {
 def read_floor(full_s: float) -> dict:
     """The time of FLOOR_READS, in the process that timed the full build (each read
     twice, the faster kept: a lower bound), and its ratio to the full build."""
-    spark = sessions.get_session(
-        sessions.SessionSettings(warehouse=WAREHOUSE, log_dir=OUT / "logs")
-    )
+    spark = bench_session()
     reads = {}
     for table, queries in FLOOR_READS.items():
         times = []
@@ -290,9 +293,7 @@ def read_floor(full_s: float) -> dict:
 
 
 def components_query(sql: str):
-    spark = sessions.get_session(
-        sessions.SessionSettings(warehouse=WAREHOUSE, log_dir=OUT / "logs")
-    )
+    spark = bench_session()
     return spark.sql(sql.format(table=f"{SCHEMA}.people_components")).first()
 
 
@@ -436,9 +437,7 @@ def main() -> None:
         dbt("deps")
         print(f"records={size:,}: dbt run ...", flush=True)
         ours = run_dbt_merge()
-        spark = sessions.get_session(
-            sessions.SessionSettings(warehouse=WAREHOUSE, log_dir=OUT / "logs")
-        )
+        spark = bench_session()
         merged = spark.table(f"{SCHEMA}.people")
         row = {
             "records": size,
