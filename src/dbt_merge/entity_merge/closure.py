@@ -274,10 +274,10 @@ def _from_driver(spark, columns: list, names: list[str], schema: str) -> DataFra
     tasks' closures and convert them row by row on every read."""
     import pyarrow as pa
 
+    rows = len(columns[0])
     sink = pa.BufferOutputStream()
     batch_schema = pa.schema([(name, pa.string()) for name in names])
     with pa.ipc.new_stream(sink, batch_schema) as writer:
-        rows = len(columns[0])
         for start in range(0, rows, DRIVER_BATCH_ROWS):
             writer.write_batch(
                 pa.record_batch(

@@ -15,8 +15,10 @@ the closure measures anyway (edge rows and the bytes of their names), in two par
   ``NODES_PER_EDGE`` per edge, the worst case of a sparse graph where every edge
   brings new names. These constants were measured when the driver method went
   through pandas; it now keeps the names in Arrow (no ``str`` per name, no pandas
-  arrays), so the estimate overstates its Python need: the driver method is chosen
-  less often than it could be, never when it would not fit.
+  arrays) and sends the result back as Arrow IPC in a broadcast (two copies of the
+  result's bytes on the driver instead of pandas' objects); the estimate should
+  overstate its Python need, but it has not been measured again
+  (``bench/closure_memory_check.py``).
 
 ``driver_memory`` reads what the driver has free: the JVM's maximum heap less what it
 uses now, and the memory the operating system reports available (Linux

@@ -189,7 +189,7 @@ def _changes(closed: DataFrame, affected: DataFrame, batch: int) -> DataFrame:
     component it had before the run (affected: node, previous_component; a closed node
     outside it is new) and whether the table holds a row of the node (STORED; a closed
     node outside affected is new). One outer join: the closure's frame is read once (a
-    frame the driver method built is converted from Arrow on every read)."""
+    frame the driver method built is read again from its broadcast on every read)."""
     closed = closed.select("node", "component", F.lit(True).alias("$closed"))
     return _for_writing(
         closed.join(affected, "node", "full").select(
