@@ -21,8 +21,10 @@ state, SPEC §1 'Change-driven runs'): a full build, then deliveries that change
 and 1% of the records (a new email: one in ten takes a far person's, so components
 join, the others a fresh one, so records whose email linked them split off), then one
 that changes nothing; each run's three merge nodes are timed and divided by the full
-build's, and the share of the graph's nodes the run closed again is printed (what an
-incremental run costs grows with it: `--chain 25` makes every component ~94 records).
+build's, and the share of the graph's nodes the components run wrote is printed (the
+nodes of the changed records and those whose component changed; what an incremental
+run costs grows with the components it closes again: `--chain 25` makes every
+component ~94 records).
 With --change-column as well, every dataset carries `_changed_at` (the day of the
 delivery that last changed a record; before the first delivery, one of the 1,000 days
 before it) declared in the merge's change_columns, so a
@@ -238,7 +240,7 @@ def incremental_runs(
             {
                 "run": label,
                 "changed_share": 0 if label == "nothing changed" else share,
-                "closed_again_share": closed_again_share(seen),
+                "written_share": written_share(seen),
                 **timed,
                 "merge_s": round(merge_s, 1),
                 "ratio_to_full": round(merge_s / full_s, 3),
@@ -301,9 +303,10 @@ def last_batch() -> int:
     return components_query("select max(`_batch`) from {table}")[0]
 
 
-def closed_again_share(seen: int) -> float:
-    """The share of the graph's nodes that the components run wrote (closed again):
-    the rows of batches after `seen`."""
+def written_share(seen: int) -> float:
+    """The share of the graph's nodes that the components run wrote: the rows of batches
+    after `seen` (the nodes of the changed records, and the nodes whose component
+    changed; the other nodes of a component it closed again are not written)."""
     row = components_query(f"select count_if(`_batch` > {seen}), count(*) from {{table}}")
     return round(row[0] / row[1], 5)
 
@@ -311,7 +314,7 @@ def closed_again_share(seen: int) -> float:
 def print_incremental(results: list[dict]) -> None:
     print()
     print(
-        "| records | run | nodes closed again | edges | components | merged | three nodes "
+        "| records | run | nodes written | edges | components | merged | three nodes "
         "| ÷ full build |"
     )
     print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -321,7 +324,7 @@ def print_incremental(results: list[dict]) -> None:
             ratio = run.get("ratio_to_full")
             print(
                 f"| {result['records']:,} | {run['run']} "
-                f"| {run.get('closed_again_share', 1):.2%} | {nodes['people_edges']} s "
+                f"| {run.get('written_share', 1):.2%} | {nodes['people_edges']} s "
                 f"| {nodes['people_components']} s | {nodes['people']} s | {run['merge_s']} s "
                 f"| {'1' if ratio is None else f'{ratio:.3f}'} |"
             )

@@ -112,9 +112,9 @@ id_check as (
 
 {#-- The select of the ids this table holds for the components that changed (one row
      per id), computed from the components as they were when it last changed: after one
-     components run (scope.one_run), from the changed rows themselves (a run writes every
-     member of a component it closes again, with the component it had); otherwise by
-     time travel to scope.version to the components of the nodes in scope.affected. --#}
+     components run (scope.one_run), from the affected nodes themselves (each with the
+     component it had, _entity_affected_sql); otherwise by time travel to scope.version
+     to the components of the nodes in scope.affected. --#}
 {% macro _entity_old_ids_sql(spec, components, scope) %}
 {%- if scope.one_run %}
 select {{ dbt_merge._entity_identity_sql(spec, 'members') }} as `_id`

@@ -33,9 +33,9 @@
 {% endmacro %}
 
 
-{#-- The CTE affected of a change-following run: the entity nodes that batches since
-     the last run wrote, every node of a component that changed and every node that left
-     the graph (null component), as merge_entities staged them (scope.affected). --#}
+{#-- The CTE affected of a change-following run: every entity node of a component that
+     changed since the last run and every node that left the graph (null component), as
+     merge_entities staged them (scope.affected, _entity_affected_sql). --#}
 {% macro _entity_affected_cte(scope) %}
 affected as (
     select node, component from {{ scope.affected }}

@@ -42,26 +42,23 @@
         {{ return(nothing) }}
     {% endif %}
     {% if scope %}
-        {#-- a change-following run: the nodes of the changed components, staged once
-             (_entity_stage): the check below, the entities and the rows to emit read them --#}
-        {% set affected %}
-            select node, component{{ ', previous_component, `_batch`' if scope.previous }}
-            from {{ components }}
-            where `_batch` > {{ scope.since }}
-                and {{ dbt_merge._is_entity_node_sql('node') }}
-        {% endset %}
-        {% do scope.update({'affected': dbt_merge._entity_stage('affected', affected)}) %}
+        {#-- a change-following run: what the components runs since wrote --#}
         {% set found = run_query(
             'select count(*), ' ~ ('count(distinct `_batch`)' if scope.previous else '0')
-            ~ ' from ' ~ scope.affected
+            ~ ' from ' ~ components ~ ' where `_batch` > ' ~ scope.since
+            ~ ' and ' ~ dbt_merge._is_entity_node_sql('node')
         ).rows[0] %}
         {% if found[0] == 0 %}
             {#-- they committed, but no entity's component changed --#}
             {{ return(nothing) }}
         {% endif %}
-        {#-- one components run since: its rows hold every member of the components it
-             closed again, with the component each had (previous_component) --#}
+        {#-- one components run since: its rows give the component each node had --#}
         {% do scope.update({'one_run': found[1] == 1}) %}
+        {#-- the nodes of the changed components, staged once (_entity_stage): the
+             check below, the entities and the rows to emit read them --#}
+        {% do scope.update({'affected': dbt_merge._entity_stage(
+            'affected', dbt_merge._entity_affected_sql(components, scope)
+        )}) %}
     {% endif %}
     {#-- the ids were checked by equality_edges, the node these components come from;
          a change-following run checks only the components that changed --#}
@@ -85,6 +82,59 @@
     {% set emitted = dbt_merge._merge_entities_sql(spec, components, incremental, previous_columns, scope=scope) %}
     select * from {{ dbt_merge._entity_stage('emitted', emitted) }}
 {% endmacro %}
+
+
+{#-- The select of the entity nodes of the components that changed since the last run
+     (scope): every node a components run since wrote (each node of the new edges, and
+     each node whose component changed: a component's other nodes are not written
+     again), and every node of a component that such a row has or had. Columns node,
+     component, previous_component (the component before the runs since: as a row
+     written by one run since says; a node not written since had the component it has)
+     and `_batch`. With several runs since (or components without previous_component),
+     the components a written node had come from the components as they were
+     (scope.version, time travel). --#}
+{% macro _entity_affected_sql(components, scope) %}
+    {%- set since = scope.since %}
+with
+
+written as (
+    select node, component, {{ 'previous_component' if scope.previous else 'cast(null as string)' }} as previous_component
+    from {{ components }}
+    where `_batch` > {{ since }}
+),
+
+changed_components as (
+    select component from written where component is not null
+    union
+    {%- if scope.one_run %}
+    select previous_component from written where previous_component is not null
+    {%- else %}
+    select component
+    from {{ components }} version as of {{ scope.version }}
+    where node in (select node from written)
+        and component is not null
+    {%- endif %}
+)
+
+select
+    node,
+    component,
+    case when `_batch` > {{ since }} then {{ 'previous_component' if scope.previous else 'null' }} else component end as previous_component,
+    `_batch`
+from (
+    select /*+ BROADCAST(changed_components) */ stored.*
+    from {{ components }} as stored
+    left semi join changed_components
+        on changed_components.component = stored.component
+    union all
+    -- the nodes that left the graph since (a null component)
+    select *
+    from {{ components }}
+    where `_batch` > {{ since }}
+        and component is null
+)
+where {{ dbt_merge._is_entity_node_sql('node') }}
+{%- endmacro %}
 
 
 {#-- The select of the entities of the components that changed since the last run

@@ -331,6 +331,8 @@ NOT_SQL = {
     "_entity_state_filter_limit": "returns a number (the most keys a state MERGE lists)",
     "_entity_state_broadcast_limit": "returns a number (the most rows of a batch written "
     "with placeholders)",
+    "_entity_state_saved_threshold": "returns the name of a session setting",
+    "_conf_bytes": "returns a number (a Spark size setting in bytes)",
     "_entity_merge_spec": "returns the checked declaration (a dict)",
     "_entity_merge_parse_spec": "parse-time stand-in of _entity_merge_spec (a dict)",
     "_entity_merge_declaration": "returns the declaration (a dict)",
@@ -475,6 +477,9 @@ NOT_ON_DATABRICKS = {
     "_entity_old_ids_ctes": f"time travel to the components' Iceberg snapshot; {CHANGE_SCOPE}",
     "_entity_old_ids_sql": f"time travel to the components' Iceberg snapshot; {CHANGE_SCOPE}",
     "_entity_affected_cte": CHANGE_SCOPE,
+    "_entity_affected_sql": f"time travel to the components' Iceberg snapshot; {CHANGE_SCOPE}",
+    "_entity_state_raise_broadcast": "sets a session setting on the spark_session adapter only",
+    "_entity_state_restore_broadcast": "sets a session setting on the spark_session adapter only",
     "_entity_current_sql": CHANGE_SCOPE,
     "_entity_stored_digest": DIGEST,
     "_entity_changed_buckets_sql": DIGEST,

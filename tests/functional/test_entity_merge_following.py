@@ -46,6 +46,11 @@ FAILURES = {
 # the rounds from which the state MERGEs list no keys (as batches over 20,000 keys
 # do): new keys are inserted as placeholders, then a MERGE updates and deletes
 PLACEHOLDERS = 10
+# from round PLACEHOLDERS on, the session's broadcast threshold is this: every state
+# MERGE raises it for its batch (so that the batch is broadcast) and puts it back
+THRESHOLD = "spark.sql.autoBroadcastJoinThreshold"
+SAVED_THRESHOLD = "spark.dbt_merge.broadcast_threshold"
+LOW_THRESHOLD = "100b"
 # a run after these failures finds the edges' digest describing an older snapshot
 STALE_DIGEST = {"entity_merge.before_digest", "entity_merge.before_edges_merge"}
 # the edges model's staged buckets (their digest differed): a run that used the digest
@@ -346,6 +351,9 @@ class TestFollowingTheChange(InstallsDbtMerge):
             point = FAILURES.get(round_number)
             limit = ["--vars", "{dbt_merge_state_filter_limit: 0}"]
             args = limit if round_number >= PLACEHOLDERS else []
+            if round_number == PLACEHOLDERS:
+                default_threshold = spark.conf.get(THRESHOLD)
+                spark.conf.set(THRESHOLD, LOW_THRESHOLD)
             if point:
                 # the run dies at a commit boundary: every table stays readable, and
                 # the next run (with the next delivery) catches up
@@ -356,6 +364,11 @@ class TestFollowingTheChange(InstallsDbtMerge):
                     del os.environ["DBT_MERGE_FAIL_AT"]
                 for name in ("f_edges", "f_components", *(f"f_{c}" for c in COMBOS)):
                     spark.sql(f"select count(*) from {schema}.{name}").collect()
+                if point == "entity_merge.before_components_merge":
+                    # the MERGE raised the threshold and died: the value it replaced
+                    # is kept, and the next run puts it back
+                    assert spark.conf.get(THRESHOLD) != LOW_THRESHOLD, round_number
+                    assert spark.conf.get(SAVED_THRESHOLD, None) == LOW_THRESHOLD, round_number
                 components_runs += point == "entity_merge.before_merged"
                 steps += 1
                 continue
@@ -378,6 +391,12 @@ class TestFollowingTheChange(InstallsDbtMerge):
                         round_number,
                         model,
                     )
+                # each MERGE raised the broadcast threshold for its batch (256 bytes a
+                # row), and put the session's value back after its commit
+                raised = [q for q in queries if re.search(rf"set {THRESHOLD} = \d+$", q.strip())]
+                assert len(raised) == 2, (round_number, raised)
+                assert spark.conf.get(THRESHOLD) == LOW_THRESHOLD, round_number
+                assert spark.conf.get(SAVED_THRESHOLD, None) is None, round_number
             assert used_digest(queries) != stale, round_number
             components_runs += 1
             old_ids = [q for q in queries if re.search(r"create table \S+__dbt_merge_old_ids ", q)]
@@ -386,6 +405,7 @@ class TestFollowingTheChange(InstallsDbtMerge):
             assert travelled == {components_runs > 1}, round_number
             components_runs = 0
             steps += 1
+        spark.conf.set(THRESHOLD, default_threshold)
         assert steps >= 20, "at least 20 deliveries, 7 of them in runs that died"
 
     @staticmethod

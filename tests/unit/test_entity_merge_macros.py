@@ -61,3 +61,25 @@ def test_macros_and_python_share_the_value_node_prefix():
     assert dbt_merge._entity_value_node_sql(0, "string", "v") == (
         f"concat('{VALUE_NODE_PREFIX}0:string:', cast(v as string))"
     ), "a value node is the prefix, the group, the type and the value"
+
+
+def test_spark_size_settings_in_bytes():
+    """The state MERGE raises the broadcast threshold only above the user's value, read
+    as Spark writes it (SET shows the value as it was set)."""
+    dbt_merge = macros(
+        ROOT / "macros" / "entity_merge" / "state" / "get_incremental_entity_state_sql.sql"
+    )
+    sizes = {
+        "10485760b": 10485760,
+        "10485760": 10485760,
+        " 10MB ": 10 * 1024**2,
+        "10m": 10 * 1024**2,
+        "64k": 64 * 1024,
+        "1g": 1024**3,
+        "-1": -1,
+        "100b": 100,
+    }
+    for value, expected in sizes.items():
+        assert dbt_merge._conf_bytes(value) == expected, value
+    for value in ["", "b", "ten", "10 MB", "1.5g", "<undefined>"]:
+        assert dbt_merge._conf_bytes(value) is None, value

@@ -198,8 +198,10 @@ where not (
 
 {#-- incremental_strategy='entity_state', after the MERGE's commit: the edges model's
      digest, as its run planned it (_entity_digest_plan), stamped with the snapshot
-     just committed. Nothing for a components model. --#}
+     just committed. Nothing for a components model. Both: the broadcast threshold
+     the MERGE raised is put back (_entity_state_raise_broadcast). --#}
 {% macro finish_incremental_entity_state(arg_dict) %}
+    {% do dbt_merge._entity_state_restore_broadcast() %}
     {% set target = arg_dict['target_relation'] %}
     {% set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | map('lower') | list %}
     {% if config.get('file_format') != 'iceberg' or 'src' not in columns or 'fingerprint' not in columns %}
