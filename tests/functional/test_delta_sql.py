@@ -277,7 +277,6 @@ RENDERED = {
     "_entity_checked_cte": "people_listed",
     "_entity_changes_ctes": "people",
     "_entity_retired_ctes": "people",
-    "_entity_retired_columns_sql": "people",
     "_entity_fingerprint_sql": "people_edges",
     "_entity_current_records_sql": "people_edges",
     "get_incremental_entity_state_sql": "entity_state_sql",

@@ -138,22 +138,35 @@ def entity_components(
     # row read above; a node of the new edges that is not among them is new), and
     # whether it is written whatever its component (TOUCHED: an entity node of the new
     # edges, whose record changed, or a placeholder, read above; the others only when
-    # their component changed)
-    no_label = F.lit(None).cast("string").alias(PREVIOUS_COMPONENT)
-    forced = ~F.col(TOUCHED) | ~F.col("node").startswith(VALUE_NODE_PREFIX)
-    affected = materialize(
-        _previous_labels(previous.join(_small(labels), "component", "left_semi"), touched=False)
-        .union(
-            new.select(
-                F.col("src").alias("node"), no_label, F.lit(False).alias(STORED), F.lit(True)
-            )
+    # their component changed). One scan of the stored rows, the labels and the rows
+    # read above broadcast to it: no shuffle
+    read = _small(
+        stored.select(
+            "node",
+            F.lit(True).alias("$read"),
+            (~F.col(TOUCHED) | ~F.col("node").startswith(VALUE_NODE_PREFIX)).alias("$forced"),
         )
-        .union(stored.select("node", no_label, F.lit(True).alias(STORED), forced))
-        .groupBy("node")
-        .agg(
-            F.max(PREVIOUS_COMPONENT).alias(PREVIOUS_COMPONENT),
-            F.max(STORED).alias(STORED),
-            F.max(TOUCHED).alias(TOUCHED),
+    )
+    affected = materialize(
+        previous.join(_small(labels.withColumn("$labelled", F.lit(True))), "component", "left")
+        .join(read, "node", "left")
+        .where(F.col("$labelled").isNotNull() | F.col("$read").isNotNull())
+        .select(
+            "node",
+            F.col("component").alias(PREVIOUS_COMPONENT),
+            F.lit(True).alias(STORED),
+            F.coalesce("$forced", F.lit(False)).alias(TOUCHED),
+        )
+        .union(
+            new.select(F.col("src").alias("node"))
+            .distinct()
+            .join(read, "node", "left_anti")
+            .select(
+                "node",
+                F.lit(None).cast("string").alias(PREVIOUS_COMPONENT),
+                F.lit(False).alias(STORED),
+                F.lit(True).alias(TOUCHED),
+            )
         )
     )
     entity_nodes = affected.where(~F.col("node").startswith(VALUE_NODE_PREFIX))
@@ -170,14 +183,14 @@ def _small(df: DataFrame) -> DataFrame:
     return F.broadcast(df) if df.count() <= BROADCAST_ROWS else df
 
 
-def _previous_labels(previous: DataFrame, touched: bool = True) -> DataFrame:
-    """Stored rows as (node, previous_component, STORED, TOUCHED): touched, each is
-    written whether or not its component changed."""
+def _previous_labels(previous: DataFrame) -> DataFrame:
+    """Stored rows as (node, previous_component, STORED, TOUCHED), each written whether
+    or not its component changed."""
     return previous.select(
         "node",
         F.col("component").alias(PREVIOUS_COMPONENT),
         F.lit(True).alias(STORED),
-        F.lit(touched).alias(TOUCHED),
+        F.lit(True).alias(TOUCHED),
     )
 
 
