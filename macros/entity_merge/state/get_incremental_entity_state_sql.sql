@@ -155,7 +155,7 @@ where not source.`$drop`
 {#-- The MERGE of a batch that wrote its placeholders first (updates and deletes only)
      joins its source to the target with an inner join, which Spark broadcasts when it
      estimates the source under spark.sql.autoBroadcastJoinThreshold (10 MB by default;
-     a hint in the MERGE's source is not kept). Iceberg estimates a table from its rows
+     a BROADCAST hint in the MERGE's source did not change that when tried). Iceberg estimates a table from its rows
      and default column widths: a components batch of 192,000 rows is 13.4 MB, and its
      MERGE shuffled and sorted the whole target (6.6 s, against 3.6 s broadcast, at 1%
      of 3M records changed). So on the spark_session adapter the session's threshold is
