@@ -99,7 +99,7 @@ def connected_components(
             is used when its estimated need fits in the driver's free memory: the
             need is estimated from the edge count and the bytes of the names
             (``closure_memory.driver_need``: Arrow batches in the driver JVM,
-            Python strings, pandas and scipy arrays in the Python process) and
+            Arrow and scipy arrays in the Python process) and
             compared with half of the JVM heap left free under
             ``spark.driver.memory`` and half of the memory the OS reports
             available; if either does not fit, the distributed method runs and
