@@ -5,8 +5,9 @@
 left alone) with its state in a temporary folder. The demo ``dbt build --target cluster``
 runs in a process of its own (one SparkSession per process, and this one already has a
 local session) against its own warehouse, while ``dbt build --target local`` (without
-the data tests, which store nothing) runs in another process against another warehouse. The cluster goes down as soon as its build is
-over (or failed), then every table both builds stored is read here by path and compared.
+the data tests, which store nothing) runs in another process against another
+warehouse. The cluster goes down as soon as its build is over (or failed), then every
+table both builds stored is read here by path and compared.
 Both builds run from a snapshot of the project taken at the start (its dbt files and
 profiles.yml, verbatim; one copy per build), so an edit in the working tree during the
 run cannot make them differ, and their Spark logs (logs/ of each copy) stay out of the
