@@ -43,6 +43,10 @@
     {% set stored = none %}
     {% set changed_relation = none %}
     {% if incremental %}
+        {#-- the snapshot this run reads: a batch written on a branch starts from it --#}
+        {% if dbt_merge._entity_state_on_iceberg() %}
+            {% do dbt_merge._entity_state_mark_read(this) %}
+        {% endif %}
         {% set state_columns = ['src', 'dst', 'fingerprint', '_batch', 'declaration'] %}
         {% set stored_columns = dbt_merge._check_entity_state_columns(spec, this, state_columns + (['change_mark'] if follows_columns else [])) %}
         {% do dbt_merge._check_entity_declaration(spec, this) %}

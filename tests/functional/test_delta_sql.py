@@ -445,6 +445,12 @@ DIGEST = (
     "the edges' digest is kept on Iceberg only (_entity_uses_digest is false for Delta; "
     "tested in test_entity_merge_following.py)"
 )
+# a state batch with placeholders on Iceberg goes to a branch (Delta has none: there
+# the placeholders and the MERGE are written as before)
+STATE_BRANCH = (
+    "Iceberg branches: only where file_format is iceberg (tested in "
+    "test_entity_merge_following.py and test_concurrent_writers.py)"
+)
 NOT_ON_DATABRICKS = {
     "execute_auto_merge": "Iceberg only: a Delta table fails before anything runs "
     "(test_execute_auto_merge_refuses_delta)",
@@ -478,6 +484,10 @@ NOT_ON_DATABRICKS = {
     "_entity_old_ids_sql": f"time travel to the components' Iceberg snapshot; {CHANGE_SCOPE}",
     "_entity_affected_cte": CHANGE_SCOPE,
     "_entity_affected_sql": f"time travel to the components' Iceberg snapshot; {CHANGE_SCOPE}",
+    "_entity_state_read_setting": STATE_BRANCH,
+    "_entity_state_mark_read": STATE_BRANCH,
+    "_entity_state_branch": STATE_BRANCH,
+    "_entity_state_publish": STATE_BRANCH,
     "_entity_state_raise_broadcast": "sets a session setting on the spark_session adapter only",
     "_entity_state_restore_broadcast": "sets a session setting on the spark_session adapter only",
     "_entity_current_sql": CHANGE_SCOPE,

@@ -51,8 +51,10 @@ PLACEHOLDERS = 10
 THRESHOLD = "spark.sql.autoBroadcastJoinThreshold"
 SAVED_THRESHOLD = "spark.dbt_merge.broadcast_threshold"
 LOW_THRESHOLD = "100b"
-# a run after these failures finds the edges' digest describing an older snapshot
-STALE_DIGEST = {"entity_merge.before_digest", "entity_merge.before_edges_merge"}
+# a run after these failures finds the edges' digest describing an older snapshot (a
+# run that dies between its placeholders and its MERGE wrote both on a branch of its
+# own: the table's main branch, which the digest describes, is as it was)
+STALE_DIGEST = {"entity_merge.before_digest"}
 # the edges model's staged buckets (their digest differed): a run that used the digest
 USED_DIGEST = "f_edges__dbt_merge_buckets"
 DATASETS = ("a", "b", "c")
@@ -357,6 +359,7 @@ class TestFollowingTheChange(InstallsDbtMerge):
             if point:
                 # the run dies at a commit boundary: every table stays readable, and
                 # the next run (with the next delivery) catches up
+                before = self.snapshots(spark, schema)
                 os.environ["DBT_MERGE_FAIL_AT"] = point
                 try:
                     self.deliver(deliveries, spark, schema, queries, args, expect_pass=False)
@@ -364,6 +367,19 @@ class TestFollowingTheChange(InstallsDbtMerge):
                     del os.environ["DBT_MERGE_FAIL_AT"]
                 for name in ("f_edges", "f_components", *(f"f_{c}" for c in COMBOS)):
                     spark.sql(f"select count(*) from {schema}.{name}").collect()
+                died_in = {
+                    "entity_merge.before_edges_merge": "f_edges",
+                    "entity_merge.before_components_merge": "f_components",
+                }.get(point)
+                if died_in:
+                    # the placeholders went to the run's own branch: the table (its
+                    # main branch) is as it was, and the dead run's branch is left
+                    assert self.snapshots(spark, schema)[died_in] == before[died_in], point
+                    branches = spark.sql(
+                        f"select name from {schema}.{died_in}.refs where type = 'BRANCH'"
+                        " and startswith(name, 'dbt_merge_')"
+                    ).collect()
+                    assert len(branches) == 1, (point, branches)
                 if point == "entity_merge.before_components_merge":
                     # the MERGE raised the threshold and died: the value it replaced
                     # is kept, and the next run puts it back
@@ -384,7 +400,11 @@ class TestFollowingTheChange(InstallsDbtMerge):
                 # edges' when they read the stored rows of the changed buckets) has
                 # them appended without a read of the table
                 for model in ("f_edges", "f_components"):
-                    inserts = [q for q in queries if re.search(rf"insert into \S+\.{model} ", q)]
+                    inserts = [
+                        q
+                        for q in queries
+                        if re.search(rf"insert into \S+\.{model}\.branch_dbt_merge_\w+ ", q)
+                    ]
                     known = model == "f_components" or not stale
                     assert inserts, (round_number, model)
                     assert {"not source.`$stored`" in q for q in inserts} == {known}, (
@@ -395,6 +415,9 @@ class TestFollowingTheChange(InstallsDbtMerge):
                 # row), and put the session's value back after its commit
                 raised = [q for q in queries if re.search(rf"set {THRESHOLD} = \d+$", q.strip())]
                 assert len(raised) == 2, (round_number, raised)
+                # both batches went to a branch, then main was fast-forwarded to it
+                published = [q for q in queries if "system.fast_forward(" in q]
+                assert len(published) == 2, (round_number, published)
                 assert spark.conf.get(THRESHOLD) == LOW_THRESHOLD, round_number
                 assert spark.conf.get(SAVED_THRESHOLD, None) is None, round_number
             assert used_digest(queries) != stale, round_number

@@ -8,7 +8,11 @@
     MERGE, so one atomic commit; a batch with more keys than
     _entity_state_filter_limit() and at most _entity_state_broadcast_limit() rows writes
     its new keys as placeholders first, then one MERGE (two commits,
-    _entity_state_placeholders_sql).
+    _entity_state_placeholders_sql). On Iceberg those two commits go to a branch made
+    at the snapshot the run read, and the table's main branch is fast-forwarded to it
+    in one more (_entity_state_branch, _entity_state_publish): a run that dies between
+    them leaves main as it was, and a run that another writer overtook fails without
+    writing (an append alone is not checked against other commits).
 
     The key is the model's unique_key, or by default the key of the state table the
     batch is: (src, dst) for edges, node for components. An empty batch writes nothing
@@ -32,15 +36,22 @@ select 'dbt_merge: an empty batch, nothing to write' as entity_state
         {#-- a batch Spark cannot broadcast would be shuffled with the target anyway --#}
         {%- set rows = run_query('select count(*) from ' ~ source).rows[0][0] if not unique_key and not filter and keys[0] in ['src', 'node'] else none %}
         {%- set placeholders = rows is not none and rows <= dbt_merge._entity_state_broadcast_limit() %}
+        {%- set branch = none %}
+        {%- set written = target %}
         {%- if placeholders %}
             {#-- a large batch of a state table: its new keys first, as placeholders, so
-                 that the MERGE only updates and deletes --#}
+                 that the MERGE only updates and deletes; on Iceberg both on a branch --#}
+            {%- if config.get('file_format') == 'iceberg' %}
+                {%- set branch = dbt_merge._entity_state_branch(target) %}
+                {%- set written = target ~ '.branch_' ~ branch.name %}
+            {%- endif %}
             {%- set source_columns = adapter.get_columns_in_relation(source) | map(attribute='name') | map('lower') | list %}
-            {%- do run_query(dbt_merge._entity_state_placeholders_sql(target, source, keys, columns, '$stored' in source_columns)) %}
+            {%- do run_query(dbt_merge._entity_state_placeholders_sql(written, source, keys, columns, '$stored' in source_columns)) %}
             {%- do dbt_merge._entity_state_raise_broadcast(rows) %}
             {%- do dbt_merge._failpoint('entity_merge.before_' ~ ('edges' if keys[0] == 'src' else 'components') ~ '_merge') %}
         {%- endif %}
-merge into {{ target }} as target
+        {%- set merge -%}
+merge into {{ written }} as target
 using {{ source }} as source
 on {% for key in keys %}target.{{ adapter.quote(key) }} <=> source.{{ adapter.quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
     {{- filter }}
@@ -53,7 +64,83 @@ when matched then update set
 when not matched and not source.`$drop` then insert ({% for column in columns %}{{ adapter.quote(column) }}{{ ', ' if not loop.last }}{% endfor %})
     values ({% for column in columns %}source.{{ adapter.quote(column) }}{{ ', ' if not loop.last }}{% endfor %})
         {%- endif %}
+        {%- endset %}
+        {%- if branch is none %}
+{{ merge }}
+        {%- else %}
+            {%- do run_query(merge) %}
+            {%- do dbt_merge._entity_state_publish(target, branch) %}
+select 'dbt_merge: the batch was written on a branch and published' as entity_state
+        {%- endif %}
     {%- endif %}
+{% endmacro %}
+
+
+{#-- The session setting that holds the snapshot of state table relation that the
+     current run of its model read first (_entity_state_mark_read). --#}
+{% macro _entity_state_read_setting(relation) %}
+    {{- return('spark.dbt_merge.read_at.' ~ relation.schema ~ '.' ~ relation.identifier) -}}
+{% endmacro %}
+
+
+{#-- Called by a state model on Iceberg before it reads its table (relation): keeps the
+     table's current snapshot in the session (_entity_state_read_setting), the snapshot
+     a branch of its batch starts from (_entity_state_branch). --#}
+{% macro _entity_state_mark_read(relation) %}
+    {%- set snapshot = dbt_merge._table_version(relation, 'iceberg') %}
+    {%- if snapshot is not none %}
+        {%- do run_query('set ' ~ dbt_merge._entity_state_read_setting(relation) ~ ' = ' ~ snapshot) %}
+    {%- endif %}
+{% endmacro %}
+
+
+{#-- The branch of this run's batch on the Iceberg state table target: named after the
+     dbt invocation, made at the snapshot the model read first (kept by
+     _entity_state_mark_read; else, for the components' Python model, the snapshot
+     current now, which is where the state strategy starts). Branches of this kind
+     whose last commit is over a day old are dropped first: a run that died left them.
+     Returns {name, base}. --#}
+{% macro _entity_state_branch(target) %}
+    {%- set setting = dbt_merge._entity_state_read_setting(target) %}
+    {%- set marked = run_query('set ' ~ setting).rows[0][1] %}
+    {%- if marked != '<undefined>' %}
+        {%- do run_query('reset ' ~ setting) %}
+    {%- endif %}
+    {%- set base = marked if marked != '<undefined>' else dbt_merge._table_version(target, 'iceberg') %}
+    {%- set stale = run_query(
+        "select refs.name from " ~ target ~ ".refs as refs join " ~ target ~ ".snapshots as snapshots"
+        ~ " on snapshots.snapshot_id = refs.snapshot_id where refs.type = 'BRANCH'"
+        ~ " and startswith(refs.name, 'dbt_merge_') and snapshots.committed_at < current_timestamp() - interval 1 day"
+    ).rows %}
+    {%- for row in stale %}
+        {%- do run_query('alter table ' ~ target ~ ' drop branch if exists `' ~ row[0] ~ '`') %}
+    {%- endfor %}
+    {%- set name = 'dbt_merge_' ~ (invocation_id | replace('-', '_')) %}
+    {%- do run_query('alter table ' ~ target ~ ' create or replace branch `' ~ name ~ '` as of version ' ~ base) %}
+    {{- return({'name': name, 'base': base | string}) -}}
+{% endmacro %}
+
+
+{#-- After the batch's commits on its branch (_entity_state_branch): the main branch of
+     target fast-forwarded to it, one atomic commit, then the branch dropped. When main
+     is no longer the snapshot the branch started from, another writer (another run of
+     the same merge) committed meanwhile: the branch is dropped and the model fails,
+     having written nothing on main (its next run starts from the other's commit).
+     Iceberg's fast-forward refuses the same case if it happens between the check and
+     the call. --#}
+{% macro _entity_state_publish(target, branch) %}
+    {%- set main = run_query("select cast(snapshot_id as string) from " ~ target ~ ".refs where name = 'main'").rows[0][0] %}
+    {%- if main != branch.base %}
+        {%- do run_query('alter table ' ~ target ~ ' drop branch if exists `' ~ branch.name ~ '`') %}
+        {%- do exceptions.raise_compiler_error(
+            "dbt_merge: model " ~ model.name ~ ", table " ~ target ~ ": another writer committed (snapshot "
+            ~ main ~ ") after this run read the table (snapshot " ~ branch.base ~ "), most likely another run of"
+            ~ " the same merge; nothing of this run's batch was written. Run the model again (it starts from"
+            ~ " the other commit), and run a merge from one job at a time"
+        ) %}
+    {%- endif %}
+    {%- do run_query("call spark_catalog.system.fast_forward(" ~ dbt_merge._sql_string(target | string) ~ ", 'main', " ~ dbt_merge._sql_string(branch.name) ~ ")") %}
+    {%- do run_query('alter table ' ~ target ~ ' drop branch if exists `' ~ branch.name ~ '`') %}
 {% endmacro %}
 
 
