@@ -395,6 +395,8 @@ NOT_SQL = {
     "_sql_string": "a string literal, parsed inside the statements that use it",
     "_provenance_stamp_sql": "two columns, parsed inside every provenance statement",
     "_failpoint": "raises an injected failure, or renders nothing",
+    "_session_setting": "reads a session setting: only for the state strategy's broadcast "
+    "threshold (spark_session adapter) and branch (Iceberg)",
     "_check_entity_state_columns": "reads a table's columns (adapter); raises or nothing",
     "_entity_merge_locked_settings": "returns the declared settings (a dict)",
     "_entity_declaration_json": "returns JSON text, a string literal inside equality_edges",

@@ -102,11 +102,11 @@ select 'dbt_merge: the batch was written on a branch and published' as entity_st
      Returns {name, base}. --#}
 {% macro _entity_state_branch(target) %}
     {%- set setting = dbt_merge._entity_state_read_setting(target) %}
-    {%- set marked = run_query('set ' ~ setting).rows[0][1] %}
-    {%- if marked != '<undefined>' %}
+    {%- set marked = dbt_merge._session_setting(setting) %}
+    {%- if marked is not none %}
         {%- do run_query('reset ' ~ setting) %}
     {%- endif %}
-    {%- set base = marked if marked != '<undefined>' else dbt_merge._table_version(target, 'iceberg') %}
+    {%- set base = marked if marked is not none else dbt_merge._table_version(target, 'iceberg') %}
     {%- set stale = run_query(
         "select refs.name from " ~ target ~ ".refs as refs join " ~ target ~ ".snapshots as snapshots"
         ~ " on snapshots.snapshot_id = refs.snapshot_id where refs.type = 'BRANCH'"
@@ -129,7 +129,7 @@ select 'dbt_merge: the batch was written on a branch and published' as entity_st
      Iceberg's fast-forward refuses the same case if it happens between the check and
      the call. --#}
 {% macro _entity_state_publish(target, branch) %}
-    {%- set main = run_query("select cast(snapshot_id as string) from " ~ target ~ ".refs where name = 'main'").rows[0][0] %}
+    {%- set main = dbt_merge._table_version(target, 'iceberg') %}
     {%- if main != branch.base %}
         {%- do run_query('alter table ' ~ target ~ ' drop branch if exists `' ~ branch.name ~ '`') %}
         {%- do exceptions.raise_compiler_error(
@@ -258,14 +258,14 @@ where not source.`$drop`
         {{- return(none) -}}
     {%- endif %}
     {%- set name = 'spark.sql.autoBroadcastJoinThreshold' %}
-    {%- set saved = run_query('set ' ~ dbt_merge._entity_state_saved_threshold()).rows[0][1] %}
-    {%- set original = run_query('set ' ~ name).rows[0][1] if saved == '<undefined>' else saved %}
+    {%- set saved = dbt_merge._session_setting(dbt_merge._entity_state_saved_threshold()) %}
+    {%- set original = dbt_merge._session_setting(name) if saved is none else saved %}
     {%- set original_bytes = dbt_merge._conf_bytes(original) %}
     {%- set needed = rows * 256 %}
     {%- if original_bytes is none or original_bytes < 0 or original_bytes >= needed %}
         {{- return(none) -}}
     {%- endif %}
-    {%- if saved == '<undefined>' %}
+    {%- if saved is none %}
         {%- do run_query('set ' ~ dbt_merge._entity_state_saved_threshold() ~ ' = ' ~ original) %}
     {%- endif %}
     {%- do run_query('set ' ~ name ~ ' = ' ~ needed) %}
@@ -277,8 +277,8 @@ where not source.`$drop`
     {%- if target.type != 'spark_session' %}
         {{- return(none) -}}
     {%- endif %}
-    {%- set saved = run_query('set ' ~ dbt_merge._entity_state_saved_threshold()).rows[0][1] %}
-    {%- if saved != '<undefined>' %}
+    {%- set saved = dbt_merge._session_setting(dbt_merge._entity_state_saved_threshold()) %}
+    {%- if saved is not none %}
         {%- do run_query('set spark.sql.autoBroadcastJoinThreshold = ' ~ saved) %}
         {%- do run_query('reset ' ~ dbt_merge._entity_state_saved_threshold()) %}
     {%- endif %}
