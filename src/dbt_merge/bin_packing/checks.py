@@ -75,7 +75,8 @@ def _check_previous(
         raise _setting_error(
             model_name,
             "previous",
-            f"is missing column(s) {missing}; pass the model's own table (dbt.this)",
+            f"is missing column(s) {missing};"
+            " pass the model's own table (session.table(str(dbt.this)))",
             previous.columns,
             what,
         )

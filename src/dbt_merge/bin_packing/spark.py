@@ -87,7 +87,8 @@ def bin_pack(
         min_entries, max_entries, min_bytes, max_bytes, max_bin_age, max_bins,
             max_bins_scope: see ``BinPackingSettings``.
         now: the run's clock (default: the current time); naive = local time.
-        previous: the model's own table (``dbt.this``) on incremental runs, else None.
+        previous: the model's own table as a DataFrame
+            (``session.table(str(dbt.this))``) on incremental runs, else None.
         model_name: named in error messages.
 
     Returns:
@@ -104,7 +105,8 @@ def bin_pack(
         ...     return bin_pack(dbt.ref("files"), id_column="file_id",
         ...                     size_column="size_bytes", arrival_column="arrived_at",
         ...                     max_bytes=128 * 2**20,
-        ...                     previous=dbt.this if dbt.is_incremental else None)
+        ...                     previous=session.table(str(dbt.this))
+        ...                     if dbt.is_incremental else None)
     """
     what = "bin packing"
     settings = BinPackingSettings(
@@ -345,7 +347,8 @@ def defragment(
         index_column: ``fragment.index``, an integer column, 1-based.
         max_bin_age: incomplete sets older than this at ``now`` fail.
         now: the run's clock (default: the current time); naive = local time.
-        previous: the model's own table (``dbt.this``) on incremental runs, else None.
+        previous: the model's own table as a DataFrame
+            (``session.table(str(dbt.this))``) on incremental runs, else None.
         model_name: named in error messages.
         size_column: optional fragment size in bytes (an integer column); adds a
             ``bytes`` column after ``entries``: the sum over the set's members.
