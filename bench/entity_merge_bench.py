@@ -166,7 +166,7 @@ def write_project(
             "def model(dbt, session):\n"
             f"    dbt.config(materialized='incremental', incremental_strategy='entity_state',"
             f" tblproperties={MOR_PROPERTIES})\n"
-            "    previous = session.table(str(dbt.this)) if dbt.is_incremental else None\n"
+            "    previous = dbt.this if dbt.is_incremental else None\n"
             "    return entity_components(dbt.ref('people_edges'), previous=previous)\n"
         )
         models["people.sql"] = (

@@ -12,6 +12,7 @@ process stands for another run of the merge that committed a new key first.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,9 @@ from tests.functional.test_entity_merge_following import Deliveries, declaration
 from tests.functional.test_upsert import AUDITED_MODELS, events, table
 
 OTHER_WRITER = Path(__file__).with_name("other_writer.py")
+# a statement of the other run that the components model below has the other process
+# commit while its Python step runs (after its batch is computed, before its strategy)
+OTHER_RUN = "DBT_MERGE_TEST_OTHER_RUN"
 
 
 def other_process(statement: str) -> subprocess.CompletedProcess:
@@ -125,7 +129,29 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
 
     @pytest.fixture(scope="class")
     def models(self):
-        return follow_models()
+        models = follow_models()
+        # the components model as users write it, and, when the test names a statement,
+        # the other run commits it once this run's batch is computed; this session then
+        # sees that commit, as a run on a cluster would (no stale catalog cache)
+        models["f_components.py"] = (
+            "import os\nimport subprocess\nimport sys\n\n"
+            "from dbt_merge.entity_merge import entity_components\n\n\n"
+            "def model(dbt, session):\n"
+            "    dbt.config(materialized='incremental', incremental_strategy='entity_state')\n"
+            "    previous = dbt.this if dbt.is_incremental else None\n"
+            "    batch = entity_components(dbt.ref('f_edges'), previous=previous).cache()\n"
+            "    batch.count()\n"
+            f"    statement = os.environ.get({OTHER_RUN!r})\n"
+            "    if statement:\n"
+            "        other = subprocess.run(\n"
+            f"            [sys.executable, {str(OTHER_WRITER)!r}, {str(WAREHOUSE)!r}, statement],\n"
+            "            capture_output=True, text=True, timeout=300,\n"
+            "        )\n"
+            "        assert other.returncode == 0, other.stderr[-3000:]\n"
+            "        session.sql(f'refresh table {dbt.this}')\n"
+            "    return batch\n"
+        )
+        return models
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
@@ -183,3 +209,44 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
             " and name != 'main'"
         ).collect()
         assert branches == [], "the branches of both runs were dropped"
+
+    def test_a_components_batch_is_not_published_over_a_commit_made_while_it_was_computed(
+        self, project, spark
+    ):
+        # the components model is given its table by name: it reads one snapshot and its
+        # batch says which; the other run commits a row of the new record's node after
+        # that read, before this run's strategy starts (on a cluster, in the seconds of
+        # the Python step). The batch's placeholder for that node must not be published
+        schema = project.test_schema
+        limit = ["--vars", "{dbt_merge_state_filter_limit: 0}"]
+        run_dbt(["deps"])
+        deliveries = Deliveries(seed=5)
+        for _ in range(3):
+            deliveries.random_delivery()
+        deliveries.write(spark, schema)
+        run_dbt(["run", "-s", "+f_components"])
+        record = deliveries.new_record("a")
+        deliveries.records["a"][record["_id"]] = record
+        deliveries.write(spark, schema)
+        node = f"0|{record['_id']}"
+        run_dbt(["run", "-s", "+f_edges", *limit])
+        columns = spark.table(f"{schema}.f_components").columns
+        values = {"node": f"'{node}'", "component": f"'{node}'"}
+        row = ", ".join(values.get(c, f"`{c}`") for c in columns)
+        os.environ[OTHER_RUN] = (
+            f"insert into other.{schema}.f_components"
+            f" select {row} from other.{schema}.f_components limit 1"
+        )
+        try:
+            results = run_dbt(["run", "-s", "f_components", *limit], expect_pass=False)
+        finally:
+            del os.environ[OTHER_RUN]
+        message = " ".join(str(results[0].message).split())
+        assert "another writer committed" in message, message
+        assert "nothing of this run's batch was written" in message, message
+        run_dbt(["run", "-s", "f_components", *limit])
+        spark.sql(f"refresh table {schema}.f_components")
+        stored = spark.sql(
+            f"select count(*) from {schema}.f_components where node = '{node}'"
+        ).first()[0]
+        assert stored == 1, f"the new node is stored {stored} times"

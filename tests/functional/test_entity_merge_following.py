@@ -42,6 +42,17 @@ FAILURES = {
     # placeholders committed, the MERGE not
     10: "entity_merge.before_edges_merge",
     12: "entity_merge.before_components_merge",
+    # the placeholders and the MERGE committed on the run's branch, the fast-forward of
+    # the table's main branch not
+    13: "entity_merge.before_edges_publish",
+    14: "entity_merge.before_components_publish",
+}
+# the state table a run that died at these points was writing
+DIED_IN = {
+    "entity_merge.before_edges_merge": "f_edges",
+    "entity_merge.before_components_merge": "f_components",
+    "entity_merge.before_edges_publish": "f_edges",
+    "entity_merge.before_components_publish": "f_components",
 }
 # the rounds from which the state MERGEs list no keys (as batches over 20,000 keys
 # do): new keys are inserted as placeholders, then a MERGE updates and deletes
@@ -52,8 +63,9 @@ THRESHOLD = "spark.sql.autoBroadcastJoinThreshold"
 SAVED_THRESHOLD = "spark.dbt_merge.broadcast_threshold"
 LOW_THRESHOLD = "100b"
 # a run after these failures finds the edges' digest describing an older snapshot (a
-# run that dies between its placeholders and its MERGE wrote both on a branch of its
-# own: the table's main branch, which the digest describes, is as it was)
+# run that dies between its placeholders and its MERGE, or before it publishes them,
+# wrote both on a branch of its own: the table's main branch, which the digest
+# describes, is as it was)
 STALE_DIGEST = {"entity_merge.before_digest"}
 # the edges model's staged buckets (their digest differed): a run that used the digest
 USED_DIGEST = "f_edges__dbt_merge_buckets"
@@ -97,7 +109,7 @@ def follow_models() -> dict[str, str]:
         "from dbt_merge.entity_merge import entity_components\n\n\n"
         "def model(dbt, session):\n"
         "    dbt.config(materialized='incremental', incremental_strategy='entity_state')\n"
-        "    previous = session.table(str(dbt.this)) if dbt.is_incremental else None\n"
+        "    previous = dbt.this if dbt.is_incremental else None\n"
         "    return entity_components(dbt.ref('f_edges'), previous=previous)\n"
     )
     models["r_edges.sql"] = (
@@ -303,6 +315,28 @@ class TestFollowingTheChange(InstallsDbtMerge):
         }
 
     @staticmethod
+    def run_branches(spark, schema: str, name: str) -> dict:
+        """The branches runs made on state table name (`dbt_merge_*`) -> their snapshot."""
+        rows = spark.sql(
+            f"select name, snapshot_id from {schema}.{name}.refs where type = 'BRANCH'"
+            " and startswith(name, 'dbt_merge_')"
+        ).collect()
+        return {row.name: row.snapshot_id for row in rows}
+
+    @staticmethod
+    def commits_since(spark, schema: str, name: str, head: int, base: int) -> int:
+        """How many commits snapshot head of table name is ahead of its ancestor base."""
+        parents = dict(
+            spark.sql(f"select snapshot_id, parent_id from {schema}.{name}.snapshots").collect()
+        )
+        commits = 0
+        while head != base:
+            assert head is not None, f"{base} is not an ancestor"
+            head = parents[head]
+            commits += 1
+        return commits
+
+    @staticmethod
     def table(spark, name: str, columns: str) -> dict:
         """`_id` -> the other columns (columns starts with `_id`)."""
         return {
@@ -348,7 +382,7 @@ class TestFollowingTheChange(InstallsDbtMerge):
         # successful components runs since the merged models' last run: after one, the
         # merged models read the ids they held from its rows; after more, by time travel
         components_runs = 0
-        for round_number in range(14):
+        for round_number in range(16):
             deliveries.random_delivery()
             point = FAILURES.get(round_number)
             limit = ["--vars", "{dbt_merge_state_filter_limit: 0}"]
@@ -360,6 +394,8 @@ class TestFollowingTheChange(InstallsDbtMerge):
                 # the run dies at a commit boundary: every table stays readable, and
                 # the next run (with the next delivery) catches up
                 before = self.snapshots(spark, schema)
+                died_in = DIED_IN.get(point)
+                branches_before = died_in and self.run_branches(spark, schema, died_in)
                 os.environ["DBT_MERGE_FAIL_AT"] = point
                 try:
                     self.deliver(deliveries, spark, schema, queries, args, expect_pass=False)
@@ -367,20 +403,20 @@ class TestFollowingTheChange(InstallsDbtMerge):
                     del os.environ["DBT_MERGE_FAIL_AT"]
                 for name in ("f_edges", "f_components", *(f"f_{c}" for c in COMBOS)):
                     spark.sql(f"select count(*) from {schema}.{name}").collect()
-                died_in = {
-                    "entity_merge.before_edges_merge": "f_edges",
-                    "entity_merge.before_components_merge": "f_components",
-                }.get(point)
                 if died_in:
-                    # the placeholders went to the run's own branch: the table (its
-                    # main branch) is as it was, and the dead run's branch is left
+                    # the placeholders (and the MERGE) went to the run's own branch: the
+                    # table (its main branch) is as it was, and the dead run's branch
+                    # is left, ahead of main by the commits the run made
                     assert self.snapshots(spark, schema)[died_in] == before[died_in], point
-                    branches = spark.sql(
-                        f"select name from {schema}.{died_in}.refs where type = 'BRANCH'"
-                        " and startswith(name, 'dbt_merge_')"
-                    ).collect()
-                    assert len(branches) == 1, (point, branches)
-                if point == "entity_merge.before_components_merge":
+                    branches = self.run_branches(spark, schema, died_in)
+                    (left,) = set(branches) - set(branches_before)
+                    main = before[died_in][0][0]
+                    made = self.commits_since(spark, schema, died_in, branches[left], main)
+                    assert made == (2 if point.endswith("_publish") else 1), (point, made)
+                if point in (
+                    "entity_merge.before_components_merge",
+                    "entity_merge.before_components_publish",
+                ):
                     # the MERGE raised the threshold and died: the value it replaced
                     # is kept, and the next run puts it back
                     assert spark.conf.get(THRESHOLD) != LOW_THRESHOLD, round_number
@@ -429,7 +465,7 @@ class TestFollowingTheChange(InstallsDbtMerge):
             components_runs = 0
             steps += 1
         spark.conf.set(THRESHOLD, default_threshold)
-        assert steps >= 20, "at least 20 deliveries, 7 of them in runs that died"
+        assert steps >= 20, "at least 20 deliveries, 9 of them in runs that died"
 
     @staticmethod
     def deliver(
@@ -502,6 +538,7 @@ class TestChangeColumns(InstallsDbtMerge):
             "from dbt_merge.entity_merge import entity_components\n\n\n"
             "def model(dbt, session):\n"
             "    dbt.config(materialized='incremental', incremental_strategy='entity_state')\n"
+            # the table as a DataFrame, the form before the table by name: still works
             "    previous = session.table(str(dbt.this)) if dbt.is_incremental else None\n"
             "    return entity_components(dbt.ref('c_edges'), previous=previous)\n"
         )

@@ -36,19 +36,23 @@ select 'dbt_merge: an empty batch, nothing to write' as entity_state
         {#-- a batch Spark cannot broadcast would be shuffled with the target anyway --#}
         {%- set rows = run_query('select count(*) from ' ~ source).rows[0][0] if not unique_key and not filter and keys[0] in ['src', 'node'] else none %}
         {%- set placeholders = rows is not none and rows <= dbt_merge._entity_state_broadcast_limit() %}
+        {%- set state_name = 'edges' if keys[0] == 'src' else 'components' %}
         {%- set branch = none %}
         {%- set written = target %}
         {%- if placeholders %}
             {#-- a large batch of a state table: its new keys first, as placeholders, so
                  that the MERGE only updates and deletes; on Iceberg both on a branch --#}
+            {%- set source_columns = adapter.get_columns_in_relation(source) | map(attribute='name') | map('lower') | list %}
             {%- if config.get('file_format') == 'iceberg' %}
-                {%- set branch = dbt_merge._entity_state_branch(target) %}
+                {#-- the snapshot the batch was computed from, when it says (the components
+                     model given its table by name: entity_components' READ_AT) --#}
+                {%- set read_at = run_query('select max(`$read_at`) from ' ~ source).rows[0][0] if '$read_at' in source_columns else none %}
+                {%- set branch = dbt_merge._entity_state_branch(target, read_at) %}
                 {%- set written = target ~ '.branch_' ~ branch.name %}
             {%- endif %}
-            {%- set source_columns = adapter.get_columns_in_relation(source) | map(attribute='name') | map('lower') | list %}
             {%- do run_query(dbt_merge._entity_state_placeholders_sql(written, source, keys, columns, '$stored' in source_columns)) %}
             {%- do dbt_merge._entity_state_raise_broadcast(rows) %}
-            {%- do dbt_merge._failpoint('entity_merge.before_' ~ ('edges' if keys[0] == 'src' else 'components') ~ '_merge') %}
+            {%- do dbt_merge._failpoint('entity_merge.before_' ~ state_name ~ '_merge') %}
         {%- endif %}
         {%- set merge -%}
 merge into {{ written }} as target
@@ -69,6 +73,7 @@ when not matched and not source.`$drop` then insert ({% for column in columns %}
 {{ merge }}
         {%- else %}
             {%- do run_query(merge) %}
+            {%- do dbt_merge._failpoint('entity_merge.before_' ~ state_name ~ '_publish') %}
             {%- do dbt_merge._entity_state_publish(target, branch) %}
 select 'dbt_merge: the batch was written on a branch and published' as entity_state
         {%- endif %}
@@ -95,18 +100,20 @@ select 'dbt_merge: the batch was written on a branch and published' as entity_st
 
 
 {#-- The branch of this run's batch on the Iceberg state table target: named after the
-     dbt invocation, made at the snapshot the model read first (kept by
-     _entity_state_mark_read; else, for the components' Python model, the snapshot
-     current now, which is where the state strategy starts). Branches of this kind
-     whose last commit is over a day old are dropped first: a run that died left them.
-     Returns {name, base}. --#}
-{% macro _entity_state_branch(target) %}
+     dbt invocation, made at the snapshot the model read: read_at when the batch says
+     (the components' Python model given its table by name), else the one the model
+     read first (kept by _entity_state_mark_read: the edges model), else the snapshot
+     current now, where the state strategy starts (a components model given a
+     DataFrame: a commit of another run in the seconds of its Python step is not seen).
+     Branches of this kind whose last commit is over a day old are dropped first: a
+     run that died left them. Returns {name, base}. --#}
+{% macro _entity_state_branch(target, read_at=none) %}
     {%- set setting = dbt_merge._entity_state_read_setting(target) %}
     {%- set marked = dbt_merge._session_setting(setting) %}
     {%- if marked is not none %}
         {%- do run_query('reset ' ~ setting) %}
     {%- endif %}
-    {%- set base = marked if marked is not none else dbt_merge._table_version(target, 'iceberg') %}
+    {%- set base = read_at if read_at is not none else marked if marked is not none else dbt_merge._table_version(target, 'iceberg') %}
     {%- set stale = run_query(
         "select refs.name from " ~ target ~ ".refs as refs join " ~ target ~ ".snapshots as snapshots"
         ~ " on snapshots.snapshot_id = refs.snapshot_id where refs.type = 'BRANCH'"

@@ -16,10 +16,13 @@ incremental too, see ``equality_edges``)::
 
     def model(dbt, session):
         dbt.config(materialized="incremental", incremental_strategy="entity_state")
-        previous = session.table(str(dbt.this)) if dbt.is_incremental else None
+        previous = dbt.this if dbt.is_incremental else None
         return entity_components(dbt.ref("customers_edges"), previous=previous)
 
-Then a run closes again only the components that the edges' new batches touch.
+Then a run closes again only the components that the edges' new batches touch. Given
+by name (``dbt.this``), an Iceberg table is read at one snapshot, which the batch
+carries to the ``entity_state`` strategy (``READ_AT``): a large batch is then
+published only if no other run committed since (see ``get_incremental_entity_state_sql``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from dbt_merge.core.errors import failpoint
@@ -55,13 +58,19 @@ STORED = "$stored"
 # see _changes)
 TOUCHED = "$touched"
 
+# the column of a batch row with the Iceberg snapshot of the components table that the
+# run read (given by name: entity_components' previous); a batch the strategy writes on
+# a branch starts the branch there, so that another run's commit since is not
+# overwritten (_entity_state_branch)
+READ_AT = "$read_at"
+
 # a set of at most this many nodes (or labels) is broadcast to the join that reads
 # the stored edges or components (some tens of MB of names)
 BROADCAST_ROWS = 1_000_000
 
 
 def entity_components(
-    edges: DataFrame, previous: DataFrame | None = None, **closure_options: Any
+    edges: DataFrame, previous: DataFrame | str | None = None, **closure_options: Any
 ) -> DataFrame:
     """Component of every node of an ``equality_edges`` table.
 
@@ -70,7 +79,12 @@ def entity_components(
             version also has ``fingerprint`` and ``_batch``). Entity nodes are named
             ``<offset>|<id>``; value nodes start with ``VALUE_NODE_PREFIX`` (``=``).
         previous: the components model's stored table, in an incremental run of a
-            merge that follows the change; None for a full build.
+            merge that follows the change; None for a full build. Best given by name
+            (``dbt.this``, or its string): an Iceberg table is then read at the
+            snapshot current when the run starts, and every row of the batch says
+            which (``READ_AT``), so that the strategy refuses to publish a large batch
+            over another run's commit since. A DataFrame of the table works as
+            before, without that check of the Python step's seconds.
         **closure_options: passed to ``dbt_merge.closure.connected_components``
             (``max_driver_edges``, ``max_rounds``, ``stats``).
 
@@ -86,6 +100,28 @@ def entity_components(
         Old edges tables without batches give entity nodes only, as before.
     """
     failpoint("entity_merge.before_components")  # the edges committed, the components not
+    read_at = None
+    if previous is not None and not isinstance(previous, DataFrame):
+        previous, read_at = _read_pinned(edges.sparkSession, str(previous))
+    rows = _components(edges, previous, **closure_options)
+    return rows if read_at is None else rows.withColumn(READ_AT, F.lit(read_at).cast("bigint"))
+
+
+def _read_pinned(session: SparkSession, name: str) -> tuple[DataFrame, int | None]:
+    """The table name as of its current snapshot, and that snapshot's id; a table that
+    is not Iceberg (or has no snapshot yet) as it is, and None."""
+    details = session.sql(f"describe table extended {name}").collect()
+    provider = next((row[1] for row in details if row[0] == "Provider"), None)
+    if str(provider).lower() != "iceberg":
+        return session.table(name), None
+    main = session.sql(f"select snapshot_id from {name}.refs where name = 'main'").first()
+    if main is None:
+        return session.table(name), None
+    return session.sql(f"select * from {name} version as of {main[0]}"), main[0]
+
+
+def _components(edges: DataFrame, previous: DataFrame | None, **closure_options: Any) -> DataFrame:
+    """entity_components' rows, from previous as a DataFrame."""
     if "_batch" not in edges.columns:
         components = connected_components(edges, "src", "dst", **closure_options)
         return _for_writing(components.where(~F.col("node").startswith(VALUE_NODE_PREFIX)))
