@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from dbt_merge.entity_merge import closure, closure_memory
 from dbt_merge.entity_merge.closure import ClosureError, ClosureStats, connected_components
 from dbt_merge.entity_merge.closure_memory import DriverMemory
+from dbt_merge.entity_merge.components import entity_components
 
 # each method forced: the driver, the distributed (which closes graphs this small in
 # one task) and the distributed one's rounds to the end (no task closes the rest)
@@ -242,3 +243,11 @@ def test_the_benchmarks_large_star_small_star_baseline_matches_union_find(spark,
     got = {r["node"]: r["component"] for r in labels.collect()}
     assert got == reference_components(edges)
     assert 1 <= rounds <= 12
+
+
+def test_entity_components_names_a_previous_that_is_not_its_table(spark):
+    edges = spark.createDataFrame([("0|a", "0|a", 1)], "src string, dst string, _batch bigint")
+    with pytest.raises(ClosureError, match=r"argument 'previous': must be .* \(got 42\)"):
+        entity_components(edges, previous=42)
+    with pytest.raises(ClosureError, match="argument 'previous': no table 'no_such_schema.f'"):
+        entity_components(edges, previous="no_such_schema.f")

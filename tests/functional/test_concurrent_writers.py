@@ -22,7 +22,11 @@ from dbt.tests.util import run_dbt
 
 from tests.conftest import WAREHOUSE
 from tests.functional.entity_merge_fixtures import InstallsDbtMerge, merge_vars
-from tests.functional.test_entity_merge_following import Deliveries, declaration, follow_models
+from tests.functional.test_entity_merge_following import (
+    declaration,
+    follow_models,
+    three_deliveries_built,
+)
 from tests.functional.test_upsert import AUDITED_MODELS, events, table
 
 OTHER_WRITER = Path(__file__).with_name("other_writer.py")
@@ -166,12 +170,7 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
         new record to itself, then a plain one. Returns whether the colliding run
         succeeded, its edges model's message, and how often the edge is stored."""
         schema = project.test_schema
-        run_dbt(["deps"])
-        deliveries = Deliveries(seed=seed)
-        for _ in range(3):
-            deliveries.random_delivery()
-        deliveries.write(spark, schema)
-        run_dbt(["run", "-s", "+f_edges"])
+        deliveries = three_deliveries_built(spark, schema, seed=seed, select="+f_edges")
         record = deliveries.new_record("a")
         deliveries.records["a"][record["_id"]] = record
         deliveries.write(spark, schema)
@@ -210,43 +209,51 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
         ).collect()
         assert branches == [], "the branches of both runs were dropped"
 
-    def test_a_components_batch_is_not_published_over_a_commit_made_while_it_was_computed(
+    def test_a_components_batch_is_not_written_over_a_commit_made_while_it_was_computed(
         self, project, spark
     ):
         # the components model is given its table by name: it reads one snapshot and its
         # batch says which; the other run commits a row of the new record's node after
         # that read, before this run's strategy starts (on a cluster, in the seconds of
-        # the Python step). The batch's placeholder for that node must not be published
+        # the Python step). Neither a batch in one MERGE (which Iceberg validates only
+        # from the snapshot it is planned on, the other run's) nor a batch on a branch
+        # may be written over it
         schema = project.test_schema
-        limit = ["--vars", "{dbt_merge_state_filter_limit: 0}"]
-        run_dbt(["deps"])
-        deliveries = Deliveries(seed=5)
-        for _ in range(3):
-            deliveries.random_delivery()
-        deliveries.write(spark, schema)
-        run_dbt(["run", "-s", "+f_components"])
-        record = deliveries.new_record("a")
-        deliveries.records["a"][record["_id"]] = record
-        deliveries.write(spark, schema)
-        node = f"0|{record['_id']}"
-        run_dbt(["run", "-s", "+f_edges", *limit])
+        deliveries = three_deliveries_built(spark, schema, seed=5, select="+f_components")
         columns = spark.table(f"{schema}.f_components").columns
-        values = {"node": f"'{node}'", "component": f"'{node}'"}
-        row = ", ".join(values.get(c, f"`{c}`") for c in columns)
-        os.environ[OTHER_RUN] = (
-            f"insert into other.{schema}.f_components"
-            f" select {row} from other.{schema}.f_components limit 1"
-        )
-        try:
-            results = run_dbt(["run", "-s", "f_components", *limit], expect_pass=False)
-        finally:
-            del os.environ[OTHER_RUN]
-        message = " ".join(str(results[0].message).split())
-        assert "another writer committed" in message, message
-        assert "nothing of this run's batch was written" in message, message
-        run_dbt(["run", "-s", "f_components", *limit])
+        nodes = []
+        for args in ([], ["--vars", "{dbt_merge_state_filter_limit: 0}"]):
+            record = deliveries.new_record("a")
+            deliveries.records["a"][record["_id"]] = record
+            deliveries.write(spark, schema)
+            node = f"0|{record['_id']}"
+            run_dbt(["run", "-s", "+f_edges", *args])
+            values = {"node": f"'{node}'", "component": "'other'"}
+            row = ", ".join(values.get(c, f"`{c}`") for c in columns)
+            os.environ[OTHER_RUN] = (
+                f"insert into other.{schema}.f_components"
+                f" select {row} from other.{schema}.f_components limit 1"
+            )
+            try:
+                results = run_dbt(["run", "-s", "f_components", *args], expect_pass=False)
+            finally:
+                del os.environ[OTHER_RUN]
+            message = " ".join(str(results[0].message).split())
+            assert "another writer committed" in message, (args, message)
+            assert "nothing of this run's batch was written" in message, (args, message)
+            stored = spark.sql(
+                f"select component from {schema}.f_components where node = '{node}'"
+            ).collect()
+            assert [r.component for r in stored] == ["other"], (args, stored)
+            run_dbt(["run", "-s", "f_components", *args])
+            nodes.append(node)
+        # the runs after them stored each node once, with the component a build from
+        # scratch gives it
+        run_dbt(["run", "-s", "+r_components"])
         spark.sql(f"refresh table {schema}.f_components")
-        stored = spark.sql(
-            f"select count(*) from {schema}.f_components where node = '{node}'"
-        ).first()[0]
-        assert stored == 1, f"the new node is stored {stored} times"
+        for node in nodes:
+            stored, expected = (
+                spark.sql(f"select component from {schema}.{name} where node = '{node}'").collect()
+                for name in ("f_components", "r_components")
+            )
+            assert len(stored) == 1 and stored == expected, (node, stored, expected)

@@ -199,6 +199,18 @@ class Deliveries:
             frame.writeTo(f"{schema}.input_{name}").using("iceberg").createOrReplace()
 
 
+def three_deliveries_built(spark, schema: str, seed: int, select: str) -> Deliveries:
+    """Three random deliveries (seeded) written to the inputs, and `dbt run -s select`
+    on them (after `dbt deps`): where a test of one change starts."""
+    run_dbt(["deps"])
+    deliveries = Deliveries(seed=seed)
+    for _ in range(3):
+        deliveries.random_delivery()
+    deliveries.write(spark, schema)
+    run_dbt(["run", "-s", select])
+    return deliveries
+
+
 def scripted(deliveries: Deliveries):
     """The first deliveries: components join through a bridging record and split when
     it changes or goes. Yields what happened and the live ids of merge m_cd."""
@@ -480,12 +492,7 @@ class TestFollowingTheChange(InstallsDbtMerge):
         that finds them): a duplicate or a null id fails the edges model, naming the
         dataset and the id, and leaves the stored edges as they were."""
         schema = project.test_schema
-        run_dbt(["deps"])
-        deliveries = Deliveries(seed=7)
-        for _ in range(3):
-            deliveries.random_delivery()
-        deliveries.write(spark, schema)
-        run_dbt(["run", "-s", "+f_edges"])
+        deliveries = three_deliveries_built(spark, schema, seed=7, select="+f_edges")
         run_dbt(["run", "-s", "f_edges"])  # an incremental run that finds no change
         snapshot = f"select snapshot_id from {schema}.f_edges.snapshots order by committed_at"
         before = spark.sql(snapshot).collect()

@@ -12,7 +12,10 @@
     at the snapshot the run read, and the table's main branch is fast-forwarded to it
     in one more (_entity_state_branch, _entity_state_publish): a run that dies between
     them leaves main as it was, and a run that another writer overtook fails without
-    writing (an append alone is not checked against other commits).
+    writing (an append alone is not checked against other commits). A batch in one
+    MERGE on Iceberg is checked first the same way (_entity_state_check_base): the MERGE
+    is validated by Iceberg only against commits after the snapshot it is planned on,
+    and the batch may have been computed from an earlier one.
 
     The key is the model's unique_key, or by default the key of the state table the
     batch is: (src, dst) for edges, node for components. An empty batch writes nothing
@@ -37,17 +40,17 @@ select 'dbt_merge: an empty batch, nothing to write' as entity_state
         {%- set rows = run_query('select count(*) from ' ~ source).rows[0][0] if not unique_key and not filter and keys[0] in ['src', 'node'] else none %}
         {%- set placeholders = rows is not none and rows <= dbt_merge._entity_state_broadcast_limit() %}
         {%- set state_name = 'edges' if keys[0] == 'src' else 'components' %}
+        {%- set source_columns = adapter.get_columns_in_relation(source) | map(attribute='name') | map('lower') | list %}
+        {%- set iceberg = config.get('file_format') == 'iceberg' %}
+        {#-- the snapshot the batch was computed from, when the model said --#}
+        {%- set base = dbt_merge._entity_state_read_base(target, source, source_columns) if iceberg else none %}
         {%- set branch = none %}
         {%- set written = target %}
         {%- if placeholders %}
             {#-- a large batch of a state table: its new keys first, as placeholders, so
                  that the MERGE only updates and deletes; on Iceberg both on a branch --#}
-            {%- set source_columns = adapter.get_columns_in_relation(source) | map(attribute='name') | map('lower') | list %}
-            {%- if config.get('file_format') == 'iceberg' %}
-                {#-- the snapshot the batch was computed from, when it says (the components
-                     model given its table by name: entity_components' READ_AT) --#}
-                {%- set read_at = run_query('select max(`$read_at`) from ' ~ source).rows[0][0] if '$read_at' in source_columns else none %}
-                {%- set branch = dbt_merge._entity_state_branch(target, read_at) %}
+            {%- if iceberg %}
+                {%- set branch = dbt_merge._entity_state_branch(target, base) %}
                 {%- set written = target ~ '.branch_' ~ branch.name %}
             {%- endif %}
             {%- do run_query(dbt_merge._entity_state_placeholders_sql(written, source, keys, columns, '$stored' in source_columns)) %}
@@ -70,6 +73,12 @@ when not matched and not source.`$drop` then insert ({% for column in columns %}
         {%- endif %}
         {%- endset %}
         {%- if branch is none %}
+            {#-- one MERGE: Iceberg validates it against commits after the snapshot it is
+                 planned on, which is where the table is now; the batch was computed
+                 from base --#}
+            {%- if base is not none %}
+                {%- do dbt_merge._entity_state_check_base(target, base) %}
+            {%- endif %}
 {{ merge }}
         {%- else %}
             {%- do run_query(merge) %}
@@ -90,7 +99,7 @@ select 'dbt_merge: the batch was written on a branch and published' as entity_st
 
 {#-- Called by a state model on Iceberg before it reads its table (relation): keeps the
      table's current snapshot in the session (_entity_state_read_setting), the snapshot
-     a branch of its batch starts from (_entity_state_branch). --#}
+     its batch is computed from (_entity_state_read_base). --#}
 {% macro _entity_state_mark_read(relation) %}
     {%- set snapshot = dbt_merge._table_version(relation, 'iceberg') %}
     {%- if snapshot is not none %}
@@ -99,21 +108,32 @@ select 'dbt_merge: the batch was written on a branch and published' as entity_st
 {% endmacro %}
 
 
-{#-- The branch of this run's batch on the Iceberg state table target: named after the
-     dbt invocation, made at the snapshot the model read: read_at when the batch says
-     (the components' Python model given its table by name), else the one the model
-     read first (kept by _entity_state_mark_read: the edges model), else the snapshot
-     current now, where the state strategy starts (a components model given a
-     DataFrame: a commit of another run in the seconds of its Python step is not seen).
-     Branches of this kind whose last commit is over a day old are dropped first: a
-     run that died left them. Returns {name, base}. --#}
-{% macro _entity_state_branch(target, read_at=none) %}
+{#-- The snapshot of the Iceberg state table target that the batch in source (columns
+     source_columns) was computed from, as a string: the batch's `$read_at` (the
+     components' Python model given its table by name: entity_components' READ_AT), else
+     the one the model read first (kept by _entity_state_mark_read: the edges model),
+     else none (a components model given a DataFrame). Takes the session setting
+     back. --#}
+{% macro _entity_state_read_base(target, source, source_columns) %}
     {%- set setting = dbt_merge._entity_state_read_setting(target) %}
     {%- set marked = dbt_merge._session_setting(setting) %}
     {%- if marked is not none %}
         {%- do run_query('reset ' ~ setting) %}
     {%- endif %}
-    {%- set base = read_at if read_at is not none else marked if marked is not none else dbt_merge._table_version(target, 'iceberg') %}
+    {%- set read_at = run_query('select max(`$read_at`) from ' ~ source).rows[0][0] if '$read_at' in source_columns else none %}
+    {{- return(read_at | string if read_at is not none else marked) -}}
+{% endmacro %}
+
+
+{#-- The branch of this run's batch on the Iceberg state table target: named after the
+     dbt invocation, made at base, the snapshot the batch was computed from
+     (_entity_state_read_base), or when none is known at the snapshot current now, where
+     the state strategy starts (a components model given a DataFrame: a commit of
+     another run in the seconds of its Python step is not seen). Branches of this kind
+     whose last commit is over a day old are dropped first: a run that died left them.
+     Returns {name, base}. --#}
+{% macro _entity_state_branch(target, base=none) %}
+    {%- set base = base if base is not none else dbt_merge._table_version(target, 'iceberg') %}
     {%- set stale = run_query(
         "select refs.name from " ~ target ~ ".refs as refs join " ~ target ~ ".snapshots as snapshots"
         ~ " on snapshots.snapshot_id = refs.snapshot_id where refs.type = 'BRANCH'"
@@ -128,24 +148,33 @@ select 'dbt_merge: the batch was written on a branch and published' as entity_st
 {% endmacro %}
 
 
-{#-- After the batch's commits on its branch (_entity_state_branch): the main branch of
-     target fast-forwarded to it, one atomic commit, then the branch dropped. When main
-     is no longer the snapshot the branch started from, another writer (another run of
-     the same merge) committed meanwhile: the branch is dropped and the model fails,
-     having written nothing on main (its next run starts from the other's commit).
-     Iceberg's fast-forward refuses the same case if it happens between the check and
-     the call. --#}
-{% macro _entity_state_publish(target, branch) %}
+{#-- Fails the model when the Iceberg state table target's main branch is no longer at
+     base, the snapshot its batch was computed from: another writer (another run of the
+     same merge) committed meanwhile. branch: the run's branch, dropped first. Nothing
+     of the batch is on main then; the next run starts from the other commit. --#}
+{% macro _entity_state_check_base(target, base, branch=none) %}
     {%- set main = dbt_merge._table_version(target, 'iceberg') %}
-    {%- if main != branch.base %}
-        {%- do run_query('alter table ' ~ target ~ ' drop branch if exists `' ~ branch.name ~ '`') %}
+    {%- if main != base %}
+        {%- if branch is not none %}
+            {%- do run_query('alter table ' ~ target ~ ' drop branch if exists `' ~ branch.name ~ '`') %}
+        {%- endif %}
         {%- do exceptions.raise_compiler_error(
             "dbt_merge: model " ~ model.name ~ ", table " ~ target ~ ": another writer committed (snapshot "
-            ~ main ~ ") after this run read the table (snapshot " ~ branch.base ~ "), most likely another run of"
+            ~ main ~ ") after this run read the table (snapshot " ~ base ~ "), most likely another run of"
             ~ " the same merge; nothing of this run's batch was written. Run the model again (it starts from"
             ~ " the other commit), and run a merge from one job at a time"
         ) %}
     {%- endif %}
+{% endmacro %}
+
+
+{#-- After the batch's commits on its branch (_entity_state_branch): the main branch of
+     target fast-forwarded to it, one atomic commit, then the branch dropped; unless
+     main is no longer the snapshot the branch started from (_entity_state_check_base
+     fails the model). Iceberg's fast-forward refuses the same case if it happens
+     between the check and the call. --#}
+{% macro _entity_state_publish(target, branch) %}
+    {%- do dbt_merge._entity_state_check_base(target, branch.base, branch) %}
     {%- do run_query("call spark_catalog.system.fast_forward(" ~ dbt_merge._sql_string(target | string) ~ ", 'main', " ~ dbt_merge._sql_string(branch.name) ~ ")") %}
     {%- do run_query('alter table ' ~ target ~ ' drop branch if exists `' ~ branch.name ~ '`') %}
 {% endmacro %}

@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 
 from dbt_merge.core.errors import failpoint
 from dbt_merge.core.spark import materialize
-from dbt_merge.entity_merge.closure import connected_components
+from dbt_merge.entity_merge.closure import ClosureError, connected_components
 
 logger = logging.getLogger(__name__)
 
@@ -102,14 +102,30 @@ def entity_components(
     failpoint("entity_merge.before_components")  # the edges committed, the components not
     read_at = None
     if previous is not None and not isinstance(previous, DataFrame):
-        previous, read_at = _read_pinned(edges.sparkSession, str(previous))
+        previous, read_at = _read_pinned(edges.sparkSession, _table_name(previous))
     rows = _components(edges, previous, **closure_options)
     return rows if read_at is None else rows.withColumn(READ_AT, F.lit(read_at).cast("bigint"))
+
+
+def _table_name(previous: Any) -> str:
+    """The name of the table that previous (a string or dbt's ``this``) names."""
+    if isinstance(previous, str) or hasattr(previous, "identifier"):
+        return str(previous)
+    raise ClosureError(
+        "entity_components, argument 'previous': must be the components model's own"
+        " table, by name (dbt.this) or as a DataFrame, or None on a full build"
+        f" (got {previous!r})"
+    )
 
 
 def _read_pinned(session: SparkSession, name: str) -> tuple[DataFrame, int | None]:
     """The table name as of its current snapshot, and that snapshot's id; a table that
     is not Iceberg (or has no snapshot yet) as it is, and None."""
+    if not session.catalog.tableExists(name):
+        raise ClosureError(
+            f"entity_components, argument 'previous': no table {name!r}; pass the"
+            " components model's own table (dbt.this) on incremental runs, else None"
+        )
     details = session.sql(f"describe table extended {name}").collect()
     provider = next((row[1] for row in details if row[0] == "Provider"), None)
     if str(provider).lower() != "iceberg":
