@@ -21,8 +21,8 @@ incremental too, see ``equality_edges``)::
 
 Then a run closes again only the components that the edges' new batches touch. Given
 by name (``dbt.this``), an Iceberg table is read at one snapshot, which the batch
-carries to the ``entity_state`` strategy (``READ_AT``): a large batch is then
-published only if no other run committed since (see ``get_incremental_entity_state_sql``).
+carries to the ``entity_state`` strategy (``READ_AT``): the batch is then written only
+if no other run committed to the table since (see ``get_incremental_entity_state_sql``).
 """
 
 from __future__ import annotations
@@ -59,9 +59,9 @@ STORED = "$stored"
 TOUCHED = "$touched"
 
 # the column of a batch row with the Iceberg snapshot of the components table that the
-# run read (given by name: entity_components' previous); a batch the strategy writes on
-# a branch starts the branch there, so that another run's commit since is not
-# overwritten (_entity_state_branch)
+# run read (given by name: entity_components' previous); the strategy writes the batch
+# only if the table is still there (a batch on a branch starts the branch there), so
+# that another run's commit since is not overwritten (_entity_state_read_base)
 READ_AT = "$read_at"
 
 # a set of at most this many nodes (or labels) is broadcast to the join that reads
@@ -82,9 +82,9 @@ def entity_components(
             merge that follows the change; None for a full build. Best given by name
             (``dbt.this``, or its string): an Iceberg table is then read at the
             snapshot current when the run starts, and every row of the batch says
-            which (``READ_AT``), so that the strategy refuses to publish a large batch
-            over another run's commit since. A DataFrame of the table works as
-            before, without that check of the Python step's seconds.
+            which (``READ_AT``), so that the strategy refuses to write the batch over
+            another run's commit since. A DataFrame of the table works as before,
+            without that check of the Python step's seconds.
         **closure_options: passed to ``dbt_merge.closure.connected_components``
             (``max_driver_edges``, ``max_rounds``, ``stats``).
 
