@@ -5,8 +5,9 @@ the same upsert table. Iceberg commits optimistically: a write that was planned 
 snapshot another process has since replaced fails its commit validation. The dbt run
 then fails cleanly (nothing of it is stored: no table change, no provenance event), and
 `dbt retry` completes it on top of the other process's commit, as if the two had run
-one after the other. An entity merge's edges model fails the same way when the other
-process stands for another run of the merge that committed a new key first.
+one after the other. An entity merge's edges and components models fail without
+writing when the other process stands for another run of the merge that committed a
+new key first (the components' also when it committed while their Python step ran).
 """
 
 from __future__ import annotations
@@ -129,7 +130,8 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
     keys than the state filter lists, whose placeholders and MERGE go to a branch,
     fails before its branch is published (an append alone is not validated: before
     the branch, this stored the key twice). Either way the next run stores the key
-    once."""
+    once. The components model is also checked against a commit of the other run made
+    while its Python step ran (after its read): both paths refuse to write over it."""
 
     @pytest.fixture(scope="class")
     def models(self):
