@@ -140,8 +140,9 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
         # the other run commits it once this run's batch is computed; this session then
         # sees that commit, as a run on a cluster would (no stale catalog cache)
         models["f_components.py"] = (
-            "import os\nimport subprocess\nimport sys\n\n"
-            "from dbt_merge.entity_merge import entity_components\n\n\n"
+            "import os\n\n"
+            "from dbt_merge.entity_merge import entity_components\n"
+            "from tests.functional.test_concurrent_writers import other_process\n\n\n"
             "def model(dbt, session):\n"
             "    dbt.config(materialized='incremental', incremental_strategy='entity_state')\n"
             "    previous = dbt.this if dbt.is_incremental else None\n"
@@ -149,10 +150,7 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
             "    batch.count()\n"
             f"    statement = os.environ.get({OTHER_RUN!r})\n"
             "    if statement:\n"
-            "        other = subprocess.run(\n"
-            f"            [sys.executable, {str(OTHER_WRITER)!r}, {str(WAREHOUSE)!r}, statement],\n"
-            "            capture_output=True, text=True, timeout=300,\n"
-            "        )\n"
+            "        other = other_process(statement)\n"
             "        assert other.returncode == 0, other.stderr[-3000:]\n"
             "        session.sql(f'refresh table {dbt.this}')\n"
             "    return batch\n"
@@ -173,8 +171,7 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
         succeeded, its edges model's message, and how often the edge is stored."""
         schema = project.test_schema
         deliveries = three_deliveries_built(spark, schema, seed=seed, select="+f_edges")
-        record = deliveries.new_record("a")
-        deliveries.records["a"][record["_id"]] = record
+        record = deliveries.insert("a")
         deliveries.write(spark, schema)
         node = f"0|{record['_id']}"
         # the other run commits the new record's edge to itself first
@@ -225,8 +222,7 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
         columns = spark.table(f"{schema}.f_components").columns
         nodes = []
         for args in ([], ["--vars", "{dbt_merge_state_filter_limit: 0}"]):
-            record = deliveries.new_record("a")
-            deliveries.records["a"][record["_id"]] = record
+            record = deliveries.insert("a")
             deliveries.write(spark, schema)
             node = f"0|{record['_id']}"
             run_dbt(["run", "-s", "+f_edges", *args])

@@ -155,6 +155,12 @@ class Deliveries:
         self.refill(dataset, record)
         return record
 
+    def insert(self, dataset: str) -> dict:
+        """A new record, added to dataset."""
+        record = self.new_record(dataset)
+        self.records[dataset][record["_id"]] = record
+        return record
+
     def refill(self, dataset: str, record: dict) -> None:
         pick = self.random
         if dataset == "a":
@@ -178,8 +184,7 @@ class Deliveries:
             records = self.records[dataset]
             action = pick.choice(["insert", "insert", "update", "update", "flag", "remove"])
             if action == "insert" or not records:
-                record = self.new_record(dataset)
-                records[record["_id"]] = record
+                self.insert(dataset)
                 continue
             record = records[pick.choice(sorted(records))]
             if action == "update":

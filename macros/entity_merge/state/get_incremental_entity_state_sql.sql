@@ -40,8 +40,9 @@ select 'dbt_merge: an empty batch, nothing to write' as entity_state
         {%- set rows = run_query('select count(*) from ' ~ source).rows[0][0] if not unique_key and not filter and keys[0] in ['src', 'node'] else none %}
         {%- set placeholders = rows is not none and rows <= dbt_merge._entity_state_broadcast_limit() %}
         {%- set state_name = 'edges' if keys[0] == 'src' else 'components' %}
-        {%- set source_columns = adapter.get_columns_in_relation(source) | map(attribute='name') | map('lower') | list %}
         {%- set iceberg = config.get('file_format') == 'iceberg' %}
+        {#-- the batch's columns: whether it carries $read_at (Iceberg) and $stored (placeholders) --#}
+        {%- set source_columns = adapter.get_columns_in_relation(source) | map(attribute='name') | map('lower') | list if iceberg or placeholders else [] %}
         {#-- the snapshot the batch was computed from, when the model said --#}
         {%- set base = dbt_merge._entity_state_read_base(target, source, source_columns) if iceberg else none %}
         {%- set branch = none %}

@@ -130,10 +130,14 @@ def _read_pinned(session: SparkSession, name: str) -> tuple[DataFrame, int | Non
     provider = next((row[1] for row in details if row[0] == "Provider"), None)
     if str(provider).lower() != "iceberg":
         return session.table(name), None
-    main = session.sql(f"select snapshot_id from {name}.refs where name = 'main'").first()
-    if main is None:
+    # the table's version as the strategy reads it to compare (macro _table_version)
+    current = session.sql(
+        f"select snapshot_id from {name}.history where is_current_ancestor"
+        " order by made_current_at desc limit 1"
+    ).first()
+    if current is None:
         return session.table(name), None
-    return session.sql(f"select * from {name} version as of {main[0]}"), main[0]
+    return session.sql(f"select * from {name} version as of {current[0]}"), current[0]
 
 
 def _components(edges: DataFrame, previous: DataFrame | None, **closure_options: Any) -> DataFrame:
