@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -36,13 +37,38 @@ OTHER_WRITER = Path(__file__).with_name("other_writer.py")
 OTHER_RUN = "DBT_MERGE_TEST_OTHER_RUN"
 
 
+def other_writer(statement: str) -> list[str]:
+    """The command line of the other process that runs statement."""
+    return [sys.executable, str(OTHER_WRITER), str(WAREHOUSE), statement]
+
+
 def other_process(statement: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(OTHER_WRITER), str(WAREHOUSE), statement],
+        other_writer(statement),
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def commit_elsewhere(spark, table: str, statement: str) -> None:
+    """The other process commits statement while this session goes on planning on the
+    snapshot of table it has read. Iceberg's catalog cache forgets a table 30 s after
+    its last read (`cache.expiration-interval-ms`), and the other process's JVM can take
+    that long on a busy machine: table is read here every few seconds until it is done."""
+    with subprocess.Popen(
+        other_writer(statement), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as other:
+        deadline = time.monotonic() + 300
+        while True:
+            spark.table(table).schema  # noqa: B018 - the read keeps the cached snapshot
+            try:
+                _, err = other.communicate(timeout=5)
+                break
+            except subprocess.TimeoutExpired:
+                assert time.monotonic() < deadline, "the other process did not finish"
+    assert other.returncode == 0, err.decode(errors="replace")[-3000:]
+    spark.table(table).schema  # noqa: B018
 
 
 def snapshots(spark, schema, name) -> list[tuple[int, str]]:
@@ -77,8 +103,11 @@ class TestTwoWritersOnOneTable(InstallsDbtMerge):
 
         # the other process commits while this session still plans on the snapshot it
         # has read (Iceberg's catalog cache, as a long-running session would)
-        other = other_process(f"update other.{schema}.audited set name = 'other' where id = 1")
-        assert other.returncode == 0, other.stderr[-3000:]
+        commit_elsewhere(
+            spark,
+            f"{schema}.audited",
+            f"update other.{schema}.audited set name = 'other' where id = 1",
+        )
 
         results = run_dbt(["run", "--vars", json.dumps({"batch": 2})], expect_pass=False)
         failed = next(r for r in results if r.node.name == "audited")
@@ -175,11 +204,12 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
         deliveries.write(spark, schema)
         node = f"0|{record['_id']}"
         # the other run commits the new record's edge to itself first
-        other = other_process(
+        commit_elsewhere(
+            spark,
+            f"{schema}.f_edges",
             f"insert into other.{schema}.f_edges select '{node}', '{node}', fingerprint,"
-            f" `_batch`, declaration, change_mark from other.{schema}.f_edges limit 1"
+            f" `_batch`, declaration, change_mark from other.{schema}.f_edges limit 1",
         )
-        assert other.returncode == 0, other.stderr[-3000:]
         results = run_dbt(["run", "-s", "+f_edges", *args], expect_pass=None)
         edges = next(r for r in results if r.node.name == "f_edges")
         run_dbt(["run", "-s", "+f_edges", *args])
