@@ -31,12 +31,22 @@ class BenchProject:
         self.schema = schema
         self.path = OUT / f"{name}_project"
 
-    def write(self, models: dict[str, str], project_config: dict | None = None) -> None:
+    def write(
+        self,
+        models: dict[str, str],
+        project_config: dict | None = None,
+        seeds: dict[str, Path] | None = None,
+    ) -> None:
+        """The project, with ``models`` (file name → text) and ``seeds`` (file name → a CSV
+        elsewhere, linked, not copied)."""
         if self.path.exists():
             shutil.rmtree(self.path)
         (self.path / "models").mkdir(parents=True)
+        (self.path / "seeds").mkdir()
         for file_name, text in models.items():
             (self.path / "models" / file_name).write_text(text)
+        for file_name, source in (seeds or {}).items():
+            (self.path / "seeds" / file_name).symlink_to(source)
         config = {
             "name": self.name,
             "version": "1.0",

@@ -16,7 +16,9 @@ from dbt.adapters.spark.python_submissions import (
     AllPurposeClusterPythonJobHelper,
     JobClusterPythonJobHelper,
 )
+from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.spark_session import seeds
 from dbt.adapters.spark_session import session as sessions
 from dbt.adapters.spark_session.__version__ import version as adapter_version
 from dbt.adapters.spark_session.connections import SparkSessionConnectionManager
@@ -31,6 +33,8 @@ ICEBERG_INFORMATION = "Type: MANAGED\nProvider: iceberg\n"
 @dataclass
 class SparkSessionConfig(SparkConfig):
     submission_method: str = "session"
+    # how a seed's rows reach its table: "dataframe" (one write) or "insert" (dbt-spark's)
+    seed_load: str = "dataframe"
 
 
 class SparkSessionAdapter(SparkAdapter):
@@ -104,6 +108,41 @@ class SparkSessionAdapter(SparkAdapter):
         """
         spark = sessions.activate(self._spark())
         return inspect_expression(sql, function_exists=spark.catalog.functionExists)
+
+    @available
+    def write_seed(
+        self,
+        seed: str,
+        agate_table: Any,
+        headers: list[str],
+        names: list[str],
+        types: list[str],
+        view: str,
+        create_sql: str,
+        drop_first: BaseRelation | None = None,
+    ) -> None:
+        """Write a seed's rows as one DataFrame: the rows become the temporary view ``view``
+        (source columns ``_c0`` ...), the casts that can fail are checked, then ``drop_first``
+        (a table that ``create_sql`` cannot replace in one commit) is dropped and
+        ``create_sql`` (a create-table-as-select from the view) runs.
+
+        A seed that fails its checks fails before anything is written; the old table stays.
+        """
+        spark = sessions.activate(self._spark())
+        columns = seeds.seed_columns(headers, names, types)
+        seeds.check_column_names(seed, columns)
+        try:
+            frame, source_types = seeds.source_frame(spark, agate_table, columns)
+        except DbtRuntimeError as exc:
+            raise DbtRuntimeError(f"seed {seed}: {exc.msg}. Nothing was written.") from None
+        frame.createOrReplaceTempView(view)
+        try:
+            seeds.check_casts(spark, seed, view, columns, source_types)
+            if drop_first is not None:
+                self.drop_relation(drop_first)
+            self.execute(create_sql)
+        finally:
+            spark.catalog.dropTempView(view)
 
     def list_relations_without_caching(self, schema_relation: BaseRelation) -> list[BaseRelation]:
         relations = list(super().list_relations_without_caching(schema_relation))

@@ -1,0 +1,154 @@
+"""Benchmark of `dbt seed` on the spark_session adapter: one DataFrame write against
+dbt-spark's `insert into ... values` batches, in one process.
+
+Each size gets a generated CSV of mixed types (11 columns: integers, decimals, booleans,
+dates, timestamps, text with quotes, commas, backslashes and non-ASCII characters, empty
+cells), seeded twice into Iceberg tables of a throw-away project (bench/out/bench_seed_project):
+once with `seed_load: dataframe` (the adapter's path) and once with `seed_load: insert`
+(dbt-spark's), up to `--insert-max` rows (the INSERT path takes minutes at 100k). The
+figure is the seed node's time as dbt reports it, with the SparkSession already up; each
+path runs twice, the figure is the second (warm) run. The two tables are then compared
+(schema, and rows both ways with `except all`), so the speed is not bought with a
+difference.
+
+Usage:
+  .venv/bin/python bench/seed_bench.py [--sizes 5000,100000,1000000] [--insert-max 100000]
+      [--json bench/out/seed.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import json
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from bench_project import OUT, WAREHOUSE, BenchProject  # noqa: E402
+
+from dbt.adapters.spark_session import session as sessions  # noqa: E402
+
+SCHEMA = "bench_seed"
+PROJECT = BenchProject("bench_seed", SCHEMA)
+HEADER = [
+    "person_id", "full_name", "amount", "quantity", "is_active", "born_on",
+    "seen_at", "note", "postcode", "score", "city",
+]  # fmt: skip
+NOTES = ["", "plain", "ünïcode ✓ 東京", "comma, inside", 'a "quoted" word', "back\\slash", "it's"]
+CITIES = ["Oslo", "Bergen", "Trondheim", "", "São Paulo"]
+
+
+def generate(rows: int, path: Path) -> Path:
+    """A CSV of ``rows`` people of mixed types (the same rows for the same size)."""
+    if path.exists():
+        return path
+    rng = random.Random(rows)
+    born0, seen0 = dt.date(1940, 1, 1), dt.datetime(2020, 1, 1)
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(HEADER)
+        for i in range(rows):
+            writer.writerow(
+                [
+                    i,
+                    f"Person {i} O'Neil",
+                    f"{rng.random() * 10000:.2f}",
+                    rng.randint(0, 500) if rng.random() > 0.05 else "",
+                    rng.choice(["true", "false", ""]),
+                    (born0 + dt.timedelta(days=rng.randint(0, 30000))).isoformat(),
+                    (seen0 + dt.timedelta(seconds=rng.randint(0, 10**8))).strftime(
+                        "%Y-%m-%d %H:%M:%S"
+                    ),
+                    rng.choice(NOTES),
+                    f"{rng.randint(0, 9999):04d}",
+                    rng.random(),
+                    rng.choice(CITIES),
+                ]
+            )
+    return path
+
+
+def seed_time(name: str, load: str) -> tuple[float, float]:
+    """(dbt's node time, the whole `dbt seed` call) of seeding ``name`` with ``load``."""
+    started = time.perf_counter()
+    result = PROJECT.dbt("seed", "--select", name, "--vars", json.dumps({"seed_load": load}))
+    wall = time.perf_counter() - started
+    return result.result.results[0].execution_time, wall
+
+
+def same_table(spark, left: str, right: str) -> bool:
+    a, b = spark.table(f"{SCHEMA}.{left}"), spark.table(f"{SCHEMA}.{right}")
+    if a.dtypes != b.dtypes:
+        print(f"  types differ: {a.dtypes} / {b.dtypes}")
+        return False
+    return a.exceptAll(b).isEmpty() and b.exceptAll(a).isEmpty()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="5000,100000,1000000")
+    parser.add_argument("--insert-max", type=int, default=100_000)
+    parser.add_argument("--json", type=Path, default=OUT / "seed.json")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    OUT.mkdir(parents=True, exist_ok=True)
+    csvs = {n: generate(n, OUT / f"seed_rows_{n}.csv") for n in sizes}
+    seeds = {}
+    for n, path in csvs.items():
+        seeds[f"frame_{n}.csv"] = path
+        if n <= args.insert_max:
+            seeds[f"insert_{n}.csv"] = path
+    config = {"seeds": {"bench_seed": {"+file_format": "iceberg"}}}
+    # the load method comes from a var, so that one project holds both paths
+    config["seeds"]["bench_seed"]["+seed_load"] = "{{ var('seed_load', 'dataframe') }}"
+    PROJECT.write({}, config, seeds=seeds)
+    PROJECT.dbt("deps")
+    spark = sessions.get_session(
+        sessions.SessionSettings(
+            warehouse=WAREHOUSE,
+            log_dir=OUT / "logs",
+            server_side_parameters={"spark.master": "local[2]", "spark.driver.memory": "6g"},
+        )
+    )
+    results = []
+    for n in sizes:
+        row: dict = {"rows": n}
+        paths = [("dataframe", f"frame_{n}")]
+        if n <= args.insert_max:
+            paths.append(("insert", f"insert_{n}"))
+        for load, name in paths:
+            seed_time(name, load)  # the first: the session starts, the table is created
+            node, wall = seed_time(name, load)
+            row[f"{load}_s"] = round(node, 2)
+            row[f"{load}_wall_s"] = round(wall, 2)
+            print(f"{n:>9} rows  {load:<9} {node:8.2f} s (dbt seed call {wall:.2f} s)", flush=True)
+        if "insert_s" in row:
+            row["ratio_insert_to_dataframe"] = round(row["insert_s"] / row["dataframe_s"], 1)
+            row["same_rows_and_types"] = same_table(spark, f"frame_{n}", f"insert_{n}")
+            print(
+                f"{n:>9} rows  insert / dataframe = {row['ratio_insert_to_dataframe']}x, "
+                f"same rows and types: {row['same_rows_and_types']}",
+                flush=True,
+            )
+        results.append(row)
+    report = {
+        "benchmark": "seed",
+        "date": dt.date.today().isoformat(),
+        "machine": f"{platform.machine()}, {platform.system()}, local[2]",
+        "command": "bench/seed_bench.py " + " ".join(sys.argv[1:]),
+        "warehouse": str(WAREHOUSE),
+        "results": results,
+    }
+    args.json.write_text(json.dumps(report, indent=2))
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
