@@ -35,7 +35,7 @@ docs-site: install
 bench: install-bench check-java
 	$(BIN)/python bench/sweep.py $(BENCH_ARGS)
 
-## bench-publish: copy the last `make bench` figures to docs/bench/, which the README shows (commit them on purpose)
+## bench-publish: copy the last `make bench` figures to docs/bench/, which docs/benchmarks.md shows (commit them on purpose)
 bench-publish:
 	@test -f bench/out/results.json || { echo "bench/out/results.json is missing: run make bench first" >&2; exit 1; }
 	mkdir -p docs/bench/plots
