@@ -12,6 +12,7 @@ import ast
 import dataclasses
 import importlib
 import inspect
+import json
 import os
 import re
 import subprocess
@@ -540,3 +541,42 @@ def test_the_documented_errors_are_the_messages_the_code_raises(reference):
                     assert re.sub(r"\s+", " ", piece) in text, f"{reference} {name}: {piece!r}"
                     checked += 1
     assert checked
+
+
+# -- the benchmark figures
+
+
+def results_rows(path: Path) -> dict[str, str]:
+    """The rows of the table after ``<!-- results: ... -->``, by their first cell."""
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("<!-- results: "))
+    rows = {}
+    for line in lines[start + 3 :]:
+        if not line.startswith("|"):
+            break
+        cells = split_row(line)
+        rows[cells[0]] = line
+    return rows
+
+
+@pytest.mark.parametrize("document", ["docs/benchmarks.md", "README.md"])
+def test_the_benchmark_tables_are_the_published_results(document):
+    """Every figure of the published ``make bench`` run is in the page's table (the
+    README's: the largest size of each dbt_merge curve), and the page dates the run."""
+    results = json.loads((DOCS / "bench" / "results.json").read_text())
+    rows = results_rows(ROOT / document)
+    for name, benchmark in results["benchmarks"].items():
+        label = name.replace("_", " ")
+        row = next((r for first, r in rows.items() if label in first), None)
+        assert row, f"{document}: no row for {name}"
+        for series_name, series in benchmark["series"].items():
+            points = series["points"]
+            if document == "README.md":
+                if series["baseline"]:
+                    continue
+                points = points[-1:]
+            for point in points:
+                figure = f"{point['seconds']:.1f}" if point["finished"] else "did not finish"
+                assert figure in row, f"{document}: {name} {series_name} {point}"
+    if document != "README.md":
+        assert results["generated"][:10] in (ROOT / document).read_text()
