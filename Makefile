@@ -29,7 +29,7 @@ docs: install check-java
 
 ## docs-site: the documentation site (mkdocs.yml, docs/) built strict into site/: a broken link, anchor or include fails
 docs-site: install
-	$(BIN)/mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 ## bench: every benchmark at three sizes with its baseline: bench/out/results.json, bench/out/plots/*.png, untracked (about 20 min; BENCH_ARGS="--large" adds larger sizes)
 bench: install-bench check-java
