@@ -13,7 +13,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 # the test suite sets it itself, for the tests that build the demo
 run docs: export DBT_MERGE_DEMO := 1
 
-.PHONY: run test install install-bench check-java docs bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing cluster-up cluster-down databricks-parse lint clean
+.PHONY: run test install install-bench check-java docs docs-site bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing cluster-up cluster-down databricks-parse lint clean
 
 ## run: install if needed, then the demo `dbt build` (seeds, models, tests) on embedded Spark
 run: install check-java
@@ -27,11 +27,15 @@ test: install check-java
 docs: install check-java
 	$(DBT) docs generate $(DBT_ARGS)
 
+## docs-site: the documentation site (mkdocs.yml, docs/) built strict into site/: a broken link, anchor or include fails
+docs-site: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 ## bench: every benchmark at three sizes with its baseline: bench/out/results.json, bench/out/plots/*.png, untracked (about 20 min; BENCH_ARGS="--large" adds larger sizes)
 bench: install-bench check-java
 	$(BIN)/python bench/sweep.py $(BENCH_ARGS)
 
-## bench-publish: copy the last `make bench` figures to docs/bench/, which the README shows (commit them on purpose)
+## bench-publish: copy the last `make bench` figures to docs/bench/, which docs/benchmarks.md shows (commit them on purpose)
 bench-publish:
 	@test -f bench/out/results.json || { echo "bench/out/results.json is missing: run make bench first" >&2; exit 1; }
 	mkdir -p docs/bench/plots
@@ -91,4 +95,4 @@ lint: install
 	$(BIN)/ruff check src tests python_models bench
 
 clean:
-	rm -rf target dbt_packages logs warehouse
+	rm -rf target dbt_packages logs warehouse site

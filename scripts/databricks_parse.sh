@@ -10,7 +10,7 @@
 #   - `+file_format: delta` for the package's models and seeds,
 #   - a profile with a `databricks` output (placeholders: nothing connects),
 #   - the one-macro file that makes `incremental_strategy='upsert'` a custom
-#     strategy of dbt-databricks (README, "Record upserts").
+#     strategy of dbt-databricks (docs/upserts.md).
 # The check fails unless dbt parses the project with adapter type databricks and
 # the manifest holds the demo models (none on Iceberg), the upsert models with
 # their strategy, the Python models and the root project's strategy macro.
