@@ -364,6 +364,10 @@ ERROR_SOURCES = {
     "upsert": ("macros/upsert/*.sql", "tests/functional/test_upsert*.py"),
     "auto_merge": ("src/dbt_merge/auto_merge/*.py", "tests/unit/test_auto_merge_*.py"),
     "spark_session_profile": ("src/dbt/adapters/spark_session/*.py",),
+    "spark_session_seed": (
+        "src/dbt/include/spark_session/macros/materializations/seed.sql",
+        "tests/functional/test_seeds.py",
+    ),
     **{
         f"dbt_merge.bin_packing.{f}": (
             "src/dbt_merge/bin_packing/*.py",
@@ -405,6 +409,7 @@ def test_every_family_has_its_references():
         "dbt_merge.bin_packing.offline_report",
         "auto_merge",
         "spark_session_profile",
+        "spark_session_seed",
         *MACRO_REFERENCES,
     }
     assert INTERNAL_MACROS <= MACROS, "an internal macro is gone: update INTERNAL_MACROS"
@@ -526,6 +531,19 @@ def test_the_profile_reference_is_the_fields_the_adapter_adds():
         if field.name in added:
             default = getattr(field.default, "value", field.default)
             assert default_cell("spark_session_profile", field.name) == str(default)
+
+
+def test_the_seed_reference_is_the_config_the_seed_macros_read():
+    from dbt.adapters.spark_session.impl import SparkSessionConfig
+
+    text = (ROOT / "src/dbt/include/spark_session/macros/materializations/seed.sql").read_text()
+    read = set(re.findall(r"model\['config'\]\.get\('(\w+)'", text))
+    dbt_spark = {"column_types", "quote_columns"}  # dbt-spark's own seed configs
+    assert_same_names("spark_session_seed", read - dbt_spark)
+    assert default_cell("spark_session_seed", "seed_load") == SparkSessionConfig.seed_load
+    allowed = re.search(r"if load not in \[(.*?)\]", text).group(1)
+    for value in re.findall(r"'(\w+)'", allowed):
+        assert f"`{value}`" in rows_by_name("spark_session_seed")["seed_load"]["allowed"]
 
 
 @pytest.mark.parametrize("reference", sorted(ERROR_SOURCES))

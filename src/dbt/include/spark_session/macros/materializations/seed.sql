@@ -46,10 +46,10 @@
 {% macro _spark_session_seed_load(model) %}
   {%- set load = model['config'].get('seed_load', 'dataframe') -%}
   {%- if load not in ['dataframe', 'insert'] -%}
+    {%- set expected = "seed_load must be 'dataframe' (the default: one write from a DataFrame) or 'insert' (dbt-spark's insert batches), not " -%}
     {{ exceptions.raise_compiler_error(
-        "seed " ~ model['name'] ~ " (" ~ model['original_file_path'] ~ "): seed_load must be "
-        ~ "'dataframe' (the default: one write from a DataFrame) or 'insert' (dbt-spark's "
-        ~ "insert batches), not " ~ load | tojson) }}
+        "seed " ~ model['name'] ~ " (" ~ model['original_file_path'] ~ "): " ~ expected
+        ~ load | tojson) }}
   {%- endif -%}
   {{ return(load) }}
 {% endmacro %}
