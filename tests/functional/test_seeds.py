@@ -18,12 +18,12 @@ mixed_csv = "\n".join(
         "when_text,empty_col,nullword,Mixed Case",
         "1,10,0.5,9007199254740993,1e3,true,2020-01-31,2020-01-31 10:11:12,"
         "2020-01-31T10:11:12+02:00,Seán O'Brien,0123,7,12.345,2021-05-05 01:02:03,,null,a",
-        '2,-3,2.25,-42,2.5E-2,false,1999-12-31,1999-12-31 23:59:59,1999-12-31T23:59:59,'
+        "2,-3,2.25,-42,2.5E-2,false,1999-12-31,1999-12-31 23:59:59,1999-12-31T23:59:59,"
         '"Comma, Inc",9000,-8,0.005,2021-05-05,,x,b',
         '3,0,-1.125,0,,,,,,"say ""hi""",,,,,,,',
-        '4,,0.1,1,7,true,2000-02-29,2000-02-29 00:00:00,2000-02-29T00:00:00.5,'
+        "4,,0.1,1,7,true,2000-02-29,2000-02-29 00:00:00,2000-02-29T00:00:00.5,"
         '"back\\slash and %s and ünïcode ✓ 東京",00001,12,99999999.99,,,null,',
-        '5,7,3,7,1.5,false,1970-01-01,1970-01-01 00:00:01,1970-01-01T00:00:01Z,'
+        "5,7,3,7,1.5,false,1970-01-01,1970-01-01 00:00:01,1970-01-01T00:00:01Z,"
         '"two\nlines",42,0,-0.5,1970-01-01 00:00:00,,y,c',
         "",
     ]
@@ -37,9 +37,8 @@ column_types = {
 
 
 def table(project, name: str):
-    from tests.conftest import session_settings  # the run's one session
-
     from dbt.adapters.spark_session import session as sessions
+    from tests.conftest import session_settings  # the run's one session
 
     return sessions.get_session(session_settings()).table(f"{project.test_schema}.{name}")
 
