@@ -50,6 +50,7 @@
     {% if id_key not in dataset.columns %}
         {% do dbt_merge._entity_merge_error(spec.name, 'id_column', 'dataset ' ~ dataset.name ~ ' (alias ' ~ dataset.alias ~ ') has no id column ' ~ spec.id_column ~ '. Its columns: ' ~ (dataset.column_names.values() | join(', '))) %}
     {% endif %}
+    {% do dbt_merge._check_entity_dataset_reserved_columns(spec, dataset) %}
     {% do dataset.update({
         'id_sql': adapter.quote(dataset.column_names[id_key]),
         'deleted_sql': adapter.quote(dataset.column_names[deleted_key]) if deleted_key in dataset.columns else none,
@@ -57,6 +58,25 @@
     }) %}
     {% if dataset.deleted_sql and dataset.columns[deleted_key] | lower != 'boolean' %}
         {% do dbt_merge._entity_merge_error(spec.name, 'deleted_column', 'column ' ~ spec.deleted_column ~ ' of dataset ' ~ dataset.name ~ ' has type ' ~ dataset.columns[deleted_key] ~ ', expected boolean') %}
+    {% endif %}
+{% endmacro %}
+
+
+{#-- The id and deleted columns the merge reads must not take a name Iceberg reserves
+     for a metadata column (Sesam's default deleted column `_deleted` is one): Spark
+     cannot read such a column of an Iceberg table, and the run would fail in the middle
+     with Iceberg's ValidationException. Fails at compile time instead, before anything
+     is written, and says both ways out. --#}
+{% macro _check_entity_dataset_reserved_columns(spec, dataset) %}
+    {% set reserved = dbt_merge._entity_merge_settings().iceberg_reserved_columns %}
+    {% set read = [] %}
+    {% for setting in ['id_column', 'deleted_column'] if spec[setting] | lower in reserved and spec[setting] | lower in dataset.columns %}
+        {% do read.append(setting) %}
+    {% endfor %}
+    {% if read and dbt_merge._table_provider(dataset.relation) == 'iceberg' %}
+        {% set setting = read[0] %}
+        {% set column = dataset.column_names[spec[setting] | lower] %}
+        {% do dbt_merge._entity_merge_error(spec.name, setting, 'dataset ' ~ dataset.name ~ ' (alias ' ~ dataset.alias ~ ') is an Iceberg table with a column ' ~ column ~ ', a name Iceberg reserves for its metadata column, so Spark cannot read it. Either set ' ~ setting ~ ': <another name> in the merge and give the column that name in ' ~ dataset.name ~ ', or build ' ~ dataset.name ~ ' in another file format (file_format: parquet or delta). Nothing was written') %}
     {% endif %}
 {% endmacro %}
 

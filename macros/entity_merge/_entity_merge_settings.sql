@@ -4,6 +4,10 @@
     the column names). Every error names the merge, the setting and the value.
 --#}
 
+{#-- iceberg_reserved_columns: Iceberg's metadata columns (MetadataColumns;
+     `describe table extended` of an Iceberg 1.10 table lists them). A data column of
+     one of these names cannot be read through Spark (ValidationException "Table column
+     names conflict with names reserved for Iceberg metadata columns"). --#}
 {% macro _entity_merge_settings() %}
     {{ return({
         'settings': ['datasets', 'equality', 'equality_sets', 'identity', 'strategy',
@@ -15,6 +19,8 @@
             'ltrim': 'ltrim({})', 'rtrim': 'rtrim({})', 'string': 'cast({} as string)',
         },
         'output_columns': ['entity', '$merged'],
+        'iceberg_reserved_columns': ['_spec_id', '_partition', '_file', '_pos', '_deleted',
+                                     '_row_id', '_last_updated_sequence_number'],
         'max_merged_default': 50000,
     }) }}
 {% endmacro %}

@@ -1,28 +1,52 @@
 {#-- Checks the upsert materialization runs before anything is written. --#}
 
-{#-- The batch: the delete column is boolean; keys and ordering values are never null
-     (a null key cannot be matched, a null ordering value cannot be ordered: both fail
-     the run, as Hudi fails on a null ordering value). --#}
+{#-- The batch: the delete column is boolean; keys are never null (a null key cannot be
+     matched); ordering values are never null, except on a delete whose every
+     precombine_key column is null: like a delete from Hudi's DELETE statement, which
+     carries no ordering value, it deletes its key whatever the stored ordering value.
+     An upsert without an ordering value cannot be ordered: it fails the run, as Hudi
+     fails on a null ordering value. --#}
 {% macro _check_upsert_batch(relation, cfg, batch_columns) %}
     {% set types = {} %}
     {% for column in batch_columns %}{% do types.update({column.name | lower: column.dtype | lower}) %}{% endfor %}
     {% if cfg.delete_column and types[cfg.delete_column | lower] != 'boolean' %}
-        {% do dbt_merge._upsert_error('delete_column', 'column ' ~ cfg.delete_column ~ ' has type ' ~ types[cfg.delete_column | lower] ~ ', expected boolean') %}
+        {% set detected = " (Hudi's delete marker, the delete column because delete_column is not set)" if cfg.delete_column_detected else '' %}
+        {% do dbt_merge._upsert_error('delete_column', 'column ' ~ cfg.delete_column ~ detected ~ ' has type ' ~ types[cfg.delete_column | lower] ~ ', expected boolean') %}
     {% endif %}
+    {% set unordered_delete = dbt_merge._upsert_unordered_delete_sql(cfg) %}
     {% set counts = [] %}
-    {% for setting in ['unique_key', 'precombine_key'] %}
-        {% for name in cfg[setting] %}
-            {% do counts.append("count_if(" ~ adapter.quote(name) ~ " is null)") %}
-        {% endfor %}
+    {% for name in cfg.unique_key %}
+        {% do counts.append("count_if(" ~ adapter.quote(name) ~ " is null)") %}
+    {% endfor %}
+    {% for name in cfg.precombine_key %}
+        {% do counts.append("count_if(" ~ adapter.quote(name) ~ " is null and not " ~ unordered_delete ~ ")") %}
     {% endfor %}
     {% set found = run_query('select ' ~ (counts | join(', ')) ~ ' from ' ~ relation).rows[0] %}
     {% set names = cfg.unique_key + cfg.precombine_key %}
     {% for name in names %}
-        {% if found[loop.index0] > 0 %}
-            {% set setting = 'unique_key' if loop.index0 < cfg.unique_key | length else 'precombine_key' %}
-            {% do dbt_merge._upsert_error(setting, found[loop.index0] ~ ' row(s) of the batch have a null ' ~ name ~ '; a version without a key or an ordering value cannot be merged. Filter or fill them in the model') %}
+        {% if found[loop.index0] > 0 and loop.index0 < cfg.unique_key | length %}
+            {% do dbt_merge._upsert_error('unique_key', found[loop.index0] ~ ' row(s) of the batch have a null ' ~ name ~ '; a version without a key or an ordering value cannot be merged. Filter or fill them in the model') %}
+        {% elif found[loop.index0] > 0 %}
+            {% set deletes = ' (a delete, ' ~ cfg.delete_column ~ ' true, may have no ordering value at all: every precombine_key null; it then deletes its key unconditionally)' if cfg.delete_column else '' %}
+            {% do dbt_merge._upsert_error('precombine_key', found[loop.index0] ~ ' row(s) of the batch have a null ' ~ name ~ ' and are not deletes without an ordering value; an upsert without an ordering value cannot be ordered' ~ deletes ~ '. Filter or fill them in the model') %}
         {% endif %}
     {% endfor %}
+{% endmacro %}
+
+
+{#-- A condition on a batch row (alias.column, or the bare column without alias): a
+     delete that has no ordering value (delete column true, every precombine_key column
+     null). `false` without a delete column or a precombine_key. --#}
+{% macro _upsert_unordered_delete_sql(cfg, alias='') %}
+    {%- if not cfg.delete_column or not cfg.precombine_key %}
+        {{- return('false') }}
+    {%- endif %}
+    {%- set prefix = alias ~ '.' if alias else '' %}
+    {%- set parts = ['coalesce(' ~ prefix ~ adapter.quote(cfg.delete_column) ~ ', false)'] %}
+    {%- for key in cfg.precombine_key %}
+        {%- do parts.append(prefix ~ adapter.quote(key) ~ ' is null') %}
+    {%- endfor %}
+    {{- return('(' ~ (parts | join(' and ')) ~ ')') }}
 {% endmacro %}
 
 

@@ -10,7 +10,10 @@
     partial_update: the version with the higher ordering is the base (ties: incoming)
     and each of its null columns takes the other version's value.
     overwrite_non_defaults: non-null incoming columns overwrite, nulls keep the stored
-    value. A winning row whose delete_column is true deletes the key.
+    value. A winning row whose delete_column is true deletes the key; under
+    event_time_ordering only if its ordering is >= the stored one, except a delete
+    without an ordering value (every precombine_key null), which deletes the key
+    whatever the stored ordering value, as a delete from Hudi's DELETE statement does.
 
     Aliases DBT_INTERNAL_DEST / DBT_INTERNAL_SOURCE as in dbt-spark, so
     incremental_predicates keep working; merge_update_columns / merge_exclude_columns
@@ -44,7 +47,7 @@ merge into {{ target }} as {{ dest }}
 using ({{ source_sql }}) as {{ src }}
 on {{ predicates | join(' and ') }}
 {%- if cfg.delete_column %}
-when matched and {{ is_delete }} and ({{ incoming_wins }}) then delete
+when matched and {{ is_delete }} and ({{ dbt_merge._upsert_unordered_delete_sql(cfg, src) }} or {{ incoming_wins }}) then delete
 {%- endif %}
 {%- if cfg.partial_update %}
 when matched and not {{ is_delete }} then update set

@@ -24,6 +24,7 @@
         },
         'defaults': {'merge_mode': 'event_time_ordering', 'partial_update': false, 'overwrite_non_defaults': false},
         'table_type_default': 'copy_on_write',
+        'hudi_delete_marker': '_hoodie_is_deleted',
         'config_keys': ['unique_key', 'precombine_key', 'merge_mode', 'partial_update',
                         'overwrite_non_defaults', 'delete_column', 'arrival_column',
                         'custom_merger', 'payload', 'provenance', 'table_type',
@@ -154,6 +155,7 @@
         {% do dbt_merge._upsert_error('precombine_key', 'merge_mode ' ~ resolved.merge_mode ~ (' with partial_update' if resolved.partial_update else '') ~ ' orders versions by it: set precombine_key (one column or a list)') %}
     {% endif %}
     {% set delete_column = config.get('delete_column') %}
+    {% set delete_column_detected = false %}
     {% set arrival_column = config.get('arrival_column') %}
     {% for setting, value in [('delete_column', delete_column), ('arrival_column', arrival_column)] %}
         {% if value is not none and (value is not string or not value.strip()) %}
@@ -174,6 +176,15 @@
 
     {% if columns is not none %}
         {% set present = columns | map('lower') | list %}
+        {#-- Hudi honours a boolean _hoodie_is_deleted column without configuration
+             (apache/hudi HoodieRecord.HOODIE_IS_DELETED_FIELD, read by BaseAvroPayload and
+             so by its default payloads): so does the upsert, when no delete_column is set --#}
+        {% set hudi_marker = dbt_merge._upsert_settings().hudi_delete_marker %}
+        {% if delete_column is none and hudi_marker in present %}
+            {% set delete_column = columns[present.index(hudi_marker)] %}
+            {% set delete_column_detected = true %}
+            {{ log('dbt_merge upsert in model ' ~ model.name ~ ": delete_column is not set and the batch has Hudi's " ~ delete_column ~ ' column: it is the delete column (a row where it is true deletes its key). Set delete_column to use another column', info=true) }}
+        {% endif %}
         {% for setting, names in [('unique_key', unique_key), ('precombine_key', precombine_key), ('delete_column', [delete_column] if delete_column else []), ('arrival_column', [arrival_column] if arrival_column else [])] %}
             {% for name in names if name | lower not in present %}
                 {% do dbt_merge._upsert_error(setting, 'column ' ~ name ~ ' is not in the model. Its columns: ' ~ (columns | join(', '))) %}
@@ -185,6 +196,7 @@
         'unique_key': unique_key,
         'precombine_key': precombine_key,
         'delete_column': delete_column,
+        'delete_column_detected': delete_column_detected,
         'arrival_column': arrival_column,
         'custom_merger': custom_merger,
     }) }}

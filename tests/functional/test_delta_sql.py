@@ -339,6 +339,9 @@ NOT_SQL = {
     "_entity_merge_options": "returns the checked scalar settings (a dict)",
     "_entity_merge_datasets": "returns the datasets (a list of dicts)",
     "_entity_merge_dataset_columns": "reads a dataset's columns into its dict",
+    "_check_entity_dataset_reserved_columns": "raises a compiler error or nothing",
+    "_table_provider": "returns a table's provider (a string) from describe table extended, "
+    "run only for a dataset column with a name Iceberg reserves",
     "_entity_merge_add_properties": "adds a dataset's properties to a dict",
     "_entity_merge_rules": "returns the declared rules (a list of dicts)",
     "_entity_merge_groups": "returns the equality groups (a list of dicts)",
@@ -410,6 +413,9 @@ NOT_SQL = {
     "_upsert_table_settings": "returns JSON text (stored by _store_upsert_table_settings)",
     "_upsert_update_columns": "returns the column names a MERGE updates",
     "_upsert_order_sql": "an expression, parsed inside the precombine of orders_merge",
+    "_upsert_phased_sql": "a select, parsed inside the precombine of orders_merge",
+    "_upsert_unordered_delete_sql": "a condition, parsed inside the precombine and the "
+    "MERGE of orders_merge",
     "_upsert_prepare": "returns the prepared state (a dict); its checks run in orders_merge",
     "_upsert_mode_config": "returns the merge mode and flags (a dict)",
     "_upsert_table_type_config": "returns the table type settings (a dict)",

@@ -698,3 +698,85 @@ class TestDeterminism(InstallsDbtMerge):
         assert sizes[0][0] > 10 and sizes[0][1] < 1000, "real merging happened"
         deleted = rows(spark, f"select count(*) from {schema}.plain where `$deleted`")
         assert deleted == [(15,)], "ids 0, 41, ... 574 are deleted and stay alone"
+
+
+SESAM_C_FLAGGED = "_id,is_deleted,f3\nc1,false,X\nc2,true,Y\nc3,true,X\n"
+
+
+def sesam_on(dataset_c: str, **settings) -> str:
+    """--vars declaring the merge sesam with ``dataset_c`` as its dataset c."""
+    merge = {**SESAM_MERGE, "datasets": ["sesam_a a", "sesam_b b", f"{dataset_c} c"], **settings}
+    return json.dumps({"dbt_merge": {"entity_merges": {"sesam": merge}}})
+
+
+class TestSesamDeletedOnIceberg(InstallsDbtMerge):
+    """Sesam's default deleted column `_deleted` is a name Iceberg reserves for a metadata
+    column, which Spark cannot read from an Iceberg table: a merge over such a dataset
+    fails at compile time, naming the merge, the dataset and the column (issue #35)."""
+
+    @pytest.fixture(scope="class")
+    def seeds(self):
+        return {
+            "sesam_a.csv": SESAM_A,
+            "sesam_b.csv": SESAM_B,
+            "sesam_c.csv": SESAM_C,  # parquet: Sesam's _deleted as it is
+            "sesam_c_iceberg.csv": SESAM_C,  # Iceberg, with a _deleted column
+            "sesam_c_flagged.csv": SESAM_C_FLAGGED,  # Iceberg, deletes in is_deleted
+        }
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return merge_models("sesam")
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        boolean = {"_deleted": "boolean", "is_deleted": "boolean"}
+        return {
+            **merge_vars(sesam=SESAM_MERGE),
+            "seeds": {
+                "+file_format": "iceberg",
+                "+column_types": boolean,
+                "test": {"sesam_c": {"+file_format": "parquet"}},
+            },
+            "models": {"+file_format": "iceberg"},
+        }
+
+    def golden(self, spark, schema):
+        return rows(spark, f"select `_id`, `$deleted`, entity from {schema}.sesam order by `_id`")
+
+    def test_iceberg_dataset_with_deleted_fails_at_compile_time(self, project, spark):
+        schema = project.test_schema
+        run_dbt(["deps"])
+        run_dbt(["seed"])
+        provider = rows(spark, f"describe table extended {schema}.sesam_c_iceberg")
+        assert ("Provider", "iceberg", "") in provider, "a real Iceberg dataset"
+        run_dbt(["run"])  # the merge over the parquet dataset
+        stored = self.golden(spark, schema)
+        assert ("2|c2", True, '{"f3":"Y"}') in stored
+
+        _, output = run_dbt_and_capture(
+            ["run", "--vars", sesam_on("sesam_c_iceberg")], expect_pass=False
+        )
+        text = " ".join(output.split())
+        assert "Compilation Error in model sesam_edges" in text, text[-2000:]
+        assert (
+            "dbt_merge: entity merge 'sesam', setting 'deleted_column': dataset sesam_c_iceberg "
+            "(alias c) is an Iceberg table with a column _deleted, a name Iceberg reserves for "
+            "its metadata column, so Spark cannot read it. Either set deleted_column: <another "
+            "name> in the merge and give the column that name in sesam_c_iceberg, or build "
+            "sesam_c_iceberg in another file format (file_format: parquet or delta)"
+        ) in text
+        assert "ValidationException" not in text, "not Iceberg's own error from the closure"
+        assert self.golden(spark, schema) == stored, "the stored golden records are kept"
+
+    def test_another_deleted_column_on_iceberg_merges(self, project, spark):
+        schema = project.test_schema
+        flagged = sesam_on("sesam_c_flagged", deleted_column="is_deleted")
+        run_dbt(["run", "--full-refresh", "--vars", flagged])
+        assert self.golden(spark, schema) == [
+            ("0|a1|1|b1|2|c1", False, '{"f1":[1,1],"f2":"x","f3":"X"}'),
+            ("0|a2", False, '{"f1":2}'),
+            ("1|b2", False, '{"f1":3}'),
+            ("2|c2", True, '{"f3":"Y"}'),
+            ("2|c3", True, '{"f3":"X"}'),
+        ], "deleted_column: is_deleted on the Iceberg dataset: Sesam's example result"

@@ -1125,3 +1125,227 @@ class TestUpsertCompaction(InstallsDbtMerge):
         after = files(0)
         assert pending not in after and small <= after and len(after) == 3, sorted(after)
         assert files(1) == one, "partition 1 untouched"
+
+
+# -- conventions users bring from Hudi (issue #35) ---------------------------------------
+
+# (id, ts, name, _hoodie_is_deleted, is_deleted) by var('hudi_batch')
+HUDI_BATCH = """
+{{ config(materialized='view') }}
+{% set rows = {
+    1: ["(1, 1, 'a', false, false)", "(2, 1, 'b', false, false)", "(3, 1, 'c', true, false)"],
+    2: ["(1, 2, 'a2', true, false)", "(2, 2, 'b2', false, true)"],
+} %}
+select
+    cast(id as int) as id, cast(ts as int) as ts, cast(name as string) as name,
+    cast(hoodie as boolean) as _hoodie_is_deleted, cast(deleted as boolean) as is_deleted
+from values {{ rows[var('hudi_batch', 1)] | join(', ') }} as t(id, ts, name, hoodie, deleted)
+"""
+HUDI_UPSERT = """
+{{{{ config(materialized='incremental', incremental_strategy='upsert', file_format='iceberg',
+            unique_key='id', precombine_key='ts'{config}) }}}}
+select {columns} from {{{{ ref('hudi_batch') }}}}
+"""
+
+
+def rows_of(spark, schema, name, columns="id, ts, name"):
+    return [
+        tuple(r) for r in spark.sql(f"select {columns} from {schema}.{name} order by id").collect()
+    ]
+
+
+class TestHudiDeleteMarker(InstallsDbtMerge):
+    """A batch column _hoodie_is_deleted is the delete column when none is configured, as
+    Hudi's payloads honour it without configuration; a configured one wins."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "hudi_batch.sql": HUDI_BATCH,
+            "hudi_marked.sql": HUDI_UPSERT.format(
+                config="", columns="id, ts, name, _hoodie_is_deleted"
+            ),
+            "configured.sql": HUDI_UPSERT.format(
+                config=", delete_column='is_deleted'", columns="*"
+            ),
+            # the marker comes later, to a table built without a delete column
+            "marked_later.sql": HUDI_UPSERT.format(
+                config="",
+                columns="id, ts, name{% if var('with_marker', false) %}, _hoodie_is_deleted"
+                "{% endif %}",
+            ),
+            "marked_as_text.sql": HUDI_UPSERT.format(
+                config="",
+                columns="id, ts, name, cast(_hoodie_is_deleted as string) as _hoodie_is_deleted",
+            ),
+        }
+
+    def run_batch(self, number, *models, expect_pass=True):
+        select = ["--select", "hudi_batch", *models] if models else []
+        args = ["run", *select, "--vars", json.dumps({"hudi_batch": number})]
+        return run_dbt_and_capture(args, expect_pass=expect_pass)
+
+    def test_hudi_marker_deletes_without_configuration(self, project, spark):
+        schema = project.test_schema
+        run_dbt(["deps"])
+        _, output = self.run_batch(1, "hudi_marked", "configured")
+        text = " ".join(output.split())
+        assert (
+            "dbt_merge upsert in model hudi_marked: delete_column is not set and the batch has "
+            "Hudi's _hoodie_is_deleted column: it is the delete column (a row where it is true "
+            "deletes its key). Set delete_column to use another column"
+        ) in text, "the run's log says so"
+        assert "in model configured: delete_column is not set" not in text
+        assert rows_of(spark, schema, "hudi_marked") == [(1, 1, "a"), (2, 1, "b")], (
+            "the first run leaves out key 3, marked deleted"
+        )
+        stored = json.loads(properties(spark, schema, "hudi_marked")["dbt_merge.upsert"])
+        assert stored["delete_column"] == "_hoodie_is_deleted", "locked like a configured one"
+        columns = "id, ts, name, _hoodie_is_deleted"
+        assert rows_of(spark, schema, "configured", columns) == [
+            (1, 1, "a", False),
+            (2, 1, "b", False),
+            (3, 1, "c", True),
+        ], "a configured delete_column wins: _hoodie_is_deleted is an ordinary column"
+
+        self.run_batch(2, "hudi_marked", "configured")
+        assert rows_of(spark, schema, "hudi_marked") == [(2, 2, "b2")], (
+            "key 1 deleted by the marker; key 2's is_deleted is not a column of this model"
+        )
+        assert rows_of(spark, schema, "configured", columns) == [
+            (1, 2, "a2", True),
+            (3, 1, "c", True),
+        ], "is_deleted deleted key 2; the marker on key 1 deleted nothing"
+
+    def test_a_marker_new_to_a_stored_table_fails_the_settings_lock(self, project, spark):
+        schema = project.test_schema
+        self.run_batch(1, "marked_later")
+        before = rows_of(spark, schema, "marked_later")
+        args = ["run", "--select", "marked_later", "--vars"]
+        _, output = run_dbt_and_capture(
+            [*args, json.dumps({"hudi_batch": 2, "with_marker": True})], expect_pass=False
+        )
+        text = " ".join(output.split())
+        assert "dbt_merge upsert in model marked_later, config 'delete_column'" in text
+        assert "delete_column: None -> _hoodie_is_deleted" in text and "--full-refresh" in text
+        assert rows_of(spark, schema, "marked_later") == before, "nothing written"
+
+    def test_a_marker_that_is_not_boolean_fails_before_writing(self, project, spark):
+        schema = project.test_schema
+        _, output = self.run_batch(1, "marked_as_text", expect_pass=False)
+        text = " ".join(output.split())
+        assert (
+            "dbt_merge upsert in model marked_as_text, config 'delete_column': column "
+            "_hoodie_is_deleted (Hudi's delete marker, the delete column because delete_column "
+            "is not set) has type string, expected boolean"
+        ) in text, text[-1500:]
+        listed = [r.tableName for r in spark.sql(f"show tables in {schema}").collect()]
+        assert "marked_as_text" not in listed, "nothing was written"
+
+
+# (id, ts, name, arrived, is_deleted) by var('delete_batch'); null ts on a delete: a
+# delete without an ordering value, as a delete from Hudi's DELETE statement
+DELETE_BATCH = """
+{{ config(materialized='view') }}
+{% set rows = {
+    1: ["(1, 5, 'a', 1, false)", "(2, 5, 'b', 1, false)", "(3, 5, 'c', 1, false)",
+        "(4, 5, 'd', 1, false)"],
+    2: [
+        "(1, null, null, 1, true)",
+        "(2, 9, 'b9', 1, false)", "(2, null, null, 2, true)",
+        "(3, null, null, 1, true)", "(3, 7, 'c7', 2, false)", "(3, 6, 'c6', 3, false)",
+        "(4, null, null, 1, true)", "(4, 3, 'd3', 2, false)",
+        "(5, null, null, 1, true)",
+        "(6, 1, 'f', 1, false)",
+    ],
+    3: ["(6, null, 'f2', 1, false)"],
+} %}
+select
+    cast(id as int) as id, cast(ts as int) as ts, cast(name as string) as name,
+    cast(arrived as int) as arrived, cast(is_deleted as boolean) as is_deleted
+from values {{ rows[var('delete_batch', 1)] | join(', ') }} as t(id, ts, name, arrived, is_deleted)
+"""
+
+
+def delete_model(**config) -> str:
+    settings = {"precombine_key": "ts", "delete_column": "is_deleted", **config}
+    return upsert_model(**settings).replace("ref('batch')", "ref('delete_batch')")
+
+
+class TestUnorderedDeletes(TableType, InstallsDbtMerge):
+    """A delete without an ordering value, under event-time ordering, deletes its key
+    whatever the stored ordering value; in a batch with ordered rows of the same key it
+    is ordered by arrival, the later wins (Hudi's commit-time-ordering delete)."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "delete_batch.sql": DELETE_BATCH,
+            "by_arrival.sql": delete_model(arrival_column="arrived"),
+            "partial_by_arrival.sql": delete_model(arrival_column="arrived", partial_update=True),
+            "no_arrival.sql": delete_model(provenance=True),
+        }
+
+    def run_batch(self, number, expect_pass=True):
+        args = ["run", "--vars", json.dumps({"delete_batch": number})]
+        return run_dbt_and_capture(args, expect_pass=expect_pass)
+
+    def test_unordered_deletes(self, project, spark):
+        schema = project.test_schema
+        run_dbt(["deps"])
+        self.run_batch(1)
+        self.run_batch(2)
+        by_arrival = [
+            # 1: an unordered delete deletes a key stored with ts 5
+            # 2: an upsert that arrived before the delete: the delete wins
+            (3, 7, "c7"),  # the upserts after the delete: the greatest ts wins
+            (4, 5, "d"),  # after the delete, ts 3: then older than the stored ts 5
+            # 5: an unordered delete of a key never stored: nothing
+            (6, 1, "f"),
+        ]
+        assert rows_of(spark, schema, "by_arrival") == by_arrival
+        assert rows_of(spark, schema, "partial_by_arrival") == by_arrival
+        assert rows_of(spark, schema, "no_arrival") == [(6, 1, "f")], (
+            "without arrival_column nothing is known to come after a delete: it wins"
+        )
+        self.check_write_modes(spark, schema, "no_arrival")
+
+        recorded = sorted(
+            (r.event_type, r.record_key, r.new_row is None)
+            for r in events(spark, schema, "no_arrival")
+        )
+        assert recorded == [
+            *[("CREATE", str(k), False) for k in (1, 2, 3, 4, 6)],
+            *[("DELETE", str(k), True) for k in (1, 2, 3, 4)],
+        ], "each unordered delete is a DELETE event; key 5 was never stored: nothing"
+        deleted = {
+            r.record_key: json.loads(r.old_row)
+            for r in events(spark, schema, "no_arrival")
+            if r.event_type == "DELETE"
+        }
+        assert deleted["1"] == {"id": 1, "ts": 5, "name": "a", "arrived": 1, "is_deleted": False}
+
+        before = {name: rows_of(spark, schema, name) for name in ("by_arrival", "no_arrival")}
+        self.run_batch(2)
+        after = {name: rows_of(spark, schema, name) for name in ("by_arrival", "no_arrival")}
+        assert after == before, "re-running the batch is idempotent"
+
+    def test_an_upsert_without_an_ordering_value_still_fails(self, project, spark):
+        schema = project.test_schema
+        before = rows_of(spark, schema, "by_arrival")
+        known = len(events(spark, schema, "no_arrival"))
+        _, output = self.run_batch(3, expect_pass=False)
+        text = " ".join(output.split())
+        for name in ("by_arrival", "no_arrival"):
+            assert (
+                f"dbt_merge upsert in model {name}, config 'precombine_key': 1 row(s) of the "
+                "batch have a null ts and are not deletes without an ordering value; an upsert "
+                "without an ordering value cannot be ordered (a delete, is_deleted true, may "
+                "have no ordering value at all"
+            ) in text, text[-2000:]
+        assert rows_of(spark, schema, "by_arrival") == before, "nothing written"
+        assert len(events(spark, schema, "no_arrival")) == known
+
+
+class TestUnorderedDeletesMergeOnRead(TestUnorderedDeletes):
+    table_type = "merge_on_read"

@@ -697,3 +697,62 @@ def test_defragment_errors():
     )
     with pytest.raises(BinPackingError, match=r"came twice \(got 'a'\)"):
         defragment_items(frags(("a", "1", 2, 1, 0), ("a", "1", 2, 2, 1)), now=NOW)
+
+
+# fragment_index_base: NiFi MergeContent numbers fragments 1..count, the record
+# processors (for MergeRecord) 0..count-1
+
+
+def test_zero_based_sets_merge_with_fragment_index_base_0():
+    result = defragment_items(
+        frags(("c", "1", 3, 2, 0), ("a", "1", 3, 0, 1), ("b", "1", 3, 1, 2)),
+        now=NOW,
+        fragment_index_base=0,
+    )
+    assert outcome(result.done) == [(["a", "b", "c"], MERGED, MAX_ENTRIES_THRESHOLD_REACHED)]
+    assert result.done[0].indexes == [0, 1, 2], "the indexes as given, in order"
+
+
+def test_a_set_numbered_from_the_other_base_never_merges():
+    zero_based = frags(("a", "1", 3, 0, 0), ("b", "1", 3, 1, 1), ("c", "1", 3, 2, 2))
+    result = defragment_items(zero_based, now=NOW)
+    assert outcome(result.done) == [(["a"], FAILED, INVALID_FRAGMENT_INDEX)], (
+        "index 0 is below the default base 1"
+    )
+    assert outcome(result.pending) == [(["b", "c"], PENDING, None)], "incomplete, not merged"
+    one_based = frags(("a", "1", 3, 1, 0), ("b", "1", 3, 2, 1), ("c", "1", 3, 3, 2))
+    result = defragment_items(one_based, now=NOW, fragment_index_base=0)
+    assert outcome(result.done) == [(["c"], FAILED, FRAGMENT_INDEX_OUT_OF_RANGE)], (
+        "with base 0 the last index of a set of 3 is 2"
+    )
+    assert outcome(result.pending) == [(["a", "b"], PENDING, None)]
+
+
+def test_mixed_numbering_in_one_set_fails_by_name():
+    # 0..2 and 3 in a set of 3 with base 0: the 3 is out of range, the set still merges
+    result = defragment_items(
+        frags(("a", "1", 3, 0, 0), ("b", "1", 3, 1, 1), ("x", "1", 3, 3, 2), ("c", "1", 3, 2, 3)),
+        now=NOW,
+        fragment_index_base=0,
+    )
+    assert outcome(result.done) == [
+        (["x"], FAILED, FRAGMENT_INDEX_OUT_OF_RANGE),
+        (["a", "b", "c"], MERGED, MAX_ENTRIES_THRESHOLD_REACHED),
+    ]
+    # a member above the range, seen before the count: fails when the count arrives
+    result = defragment_items(
+        frags(("x", "1", None, 2, 0), ("a", "1", 2, 0, 1)), now=NOW, fragment_index_base=0
+    )
+    assert outcome(result.done) == [(["x"], FAILED, FRAGMENT_INDEX_OUT_OF_RANGE)]
+    assert outcome(result.pending) == [(["a"], PENDING, None)]
+
+
+@pytest.mark.parametrize("base", [2, -1, True, "0", 0.0, None])
+def test_a_bad_fragment_index_base_is_refused(base):
+    with pytest.raises(BinPackingError) as caught:
+        defragment_items([], now=NOW, model_name="parts", fragment_index_base=base)
+    assert str(caught.value) == (
+        "dbt_merge defragment in model parts, setting 'fragment_index_base': must be 1 "
+        "(indexes 1..count, NiFi MergeContent) or 0 (indexes 0..count-1, NiFi MergeRecord) "
+        f"(got {base!r})"
+    )

@@ -1,7 +1,8 @@
 """Defragment (``Defragmenter``, ``defragment_items``; Spark: ``spark.defragment``),
 NiFi MergeContent's Defragment strategy: fragments are binned by fragment
-identifier; a set holding ``count`` distinct indexes ``1..count`` is merged in index
-order. Broken sets fail with a reason; nothing is dropped."""
+identifier; a set holding ``count`` distinct indexes ``1..count`` (or ``0..count-1``
+with ``fragment_index_base=0``, as NiFi's record processors number them) is merged in
+index order. Broken sets fail with a reason; nothing is dropped."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from typing import Any, NamedTuple
 
 from dbt_merge.bin_packing.settings import (
     FAILED,
+    FRAGMENT_INDEX_BASE_DEFAULT,
     MAX_ENTRIES_THRESHOLD_REACHED,
     MERGED,
     PENDING,
     _bin_id,
     _is_int,
     _setting_error,
+    _validate_fragment_index_base,
     _validate_max_bin_age,
 )
 from dbt_merge.bin_packing.stream import _UNSET, StreamEngine
@@ -35,7 +38,8 @@ INCOMPLETE_AFTER_MAX_BIN_AGE = "INCOMPLETE_AFTER_MAX_BIN_AGE"
 
 class Fragment(NamedTuple):
     """One fragment: NiFi's ``fragment.identifier``, ``fragment.count`` (may be None on
-    all but one fragment of a set) and ``fragment.index`` (1-based)."""
+    all but one fragment of a set) and ``fragment.index`` (from the defragmenter's
+    ``fragment_index_base``: 1 or 0)."""
 
     item_id: Hashable
     identifier: Hashable
@@ -159,17 +163,21 @@ class Defragmenter(StreamEngine):
     Each fragment, in arrival order (ties by id), is checked in this order:
 
     1. null identifier -> fails alone, ``INVALID_FRAGMENT_IDENTIFIER``;
-    2. index null, not an integer or < 1 -> fails alone, ``INVALID_FRAGMENT_INDEX``
-       (indexes are 1-based, as NiFi's split processors write them);
+    2. index null, not an integer or < ``fragment_index_base`` -> fails alone,
+       ``INVALID_FRAGMENT_INDEX`` (indexes start at 1 by default, as NiFi
+       MergeContent's split processors write them; at 0 with
+       ``fragment_index_base=0``, as NiFi's record processors write them for
+       MergeRecord);
     3. count not an integer or < 1 -> fails alone, ``INVALID_FRAGMENT_COUNT``; a null
        count is fine as long as some fragment of the set carries it (NiFi);
     4. its identifier already conflicted in this run -> joins that failed set;
     5. count differs from the open set's count -> the open set and this fragment
        fail together, ``CONFLICTING_FRAGMENT_COUNT``, and so does every later
        fragment of the identifier in this run;
-    6. index > count -> fails alone, ``FRAGMENT_INDEX_OUT_OF_RANGE`` (NiFi does not
-       check the range); members already in the set when its count becomes known
-       fail the same way;
+    6. index past the last one (``count``, or ``count - 1`` with base 0) -> fails
+       alone, ``FRAGMENT_INDEX_OUT_OF_RANGE`` (NiFi does not check the range), so a
+       set numbered from the other base never merges by mistake; members already in
+       the set when its count becomes known fail the same way;
     7. index already in the open set -> this (later) copy fails alone,
        ``DUPLICATE_FRAGMENT_INDEX``; the set can still complete (NiFi C13);
     8. otherwise it joins the open set, which is merged in index order with
@@ -187,6 +195,8 @@ class Defragmenter(StreamEngine):
         model_name: named in error messages.
         max_age: ``max_bin_age`` in the unit of the arrival times, when they are not
             datetimes; defaults to ``max_bin_age``.
+        fragment_index_base: the first index of a set, 1 (default: ``1..count``, NiFi
+            MergeContent) or 0 (``0..count-1``, NiFi MergeRecord).
     """
 
     ARRIVAL = 4
@@ -199,9 +209,12 @@ class Defragmenter(StreamEngine):
         pending: Iterable[DefragBin] = (),
         model_name: str = "defragment",
         max_age: Any = _UNSET,
+        fragment_index_base: int = FRAGMENT_INDEX_BASE_DEFAULT,
     ) -> None:
         _validate_max_bin_age(max_bin_age, model_name, "defragment")
+        _validate_fragment_index_base(fragment_index_base, model_name)
         super().__init__(model_name, max_bin_age, max_age)
+        self._base = fragment_index_base
         self._open: dict[Hashable, _FragmentSet] = {}
         self._conflicts: dict[Hashable, _FragmentSet] = {}
         self._done: list[DefragBin] = []
@@ -220,7 +233,7 @@ class Defragmenter(StreamEngine):
         reason = None
         if identifier is None:
             reason = INVALID_FRAGMENT_IDENTIFIER
-        elif not _is_int(index) or index < 1:
+        elif not _is_int(index) or index < self._base:
             reason = INVALID_FRAGMENT_INDEX
         elif count is not None and (not _is_int(count) or count < 1):
             reason = INVALID_FRAGMENT_COUNT
@@ -245,7 +258,7 @@ class Defragmenter(StreamEngine):
             return
         # 6-7. out of range, duplicate
         known = count if known is None else known
-        if known is not None and index > known:
+        if known is not None and index > self._last(known):
             reason = FRAGMENT_INDEX_OUT_OF_RANGE
         elif fragments is not None and index in fragments.indexes:
             reason = DUPLICATE_FRAGMENT_INDEX
@@ -294,6 +307,10 @@ class Defragmenter(StreamEngine):
         return DefragResult(self._done, pending)
 
     # -- internals
+
+    def _last(self, count: int) -> int:
+        """The last index of a set of ``count`` fragments."""
+        return count - 1 + self._base
 
     def _next_seq(self) -> int:
         self._seq += 1
@@ -352,7 +369,7 @@ class Defragmenter(StreamEngine):
         """The set just learned its count: members with a larger index fail."""
         kept = []
         for index, seq, item_id, arrival_at in fragments.entries:
-            if index <= fragments.count:
+            if index <= self._last(fragments.count):
                 kept.append((index, seq, item_id, arrival_at))
                 continue
             opened_at = fragments.opened_at if arrival_at is None else arrival_at
@@ -400,6 +417,7 @@ def defragment_items(
     max_bin_age: timedelta | None = None,
     pending: Iterable[DefragBin] = (),
     model_name: str = "defragment",
+    fragment_index_base: int = FRAGMENT_INDEX_BASE_DEFAULT,
 ) -> DefragResult:
     """Defragment one run's fragments (sorted here by arrival, then id).
 
@@ -410,9 +428,15 @@ def defragment_items(
         max_bin_age: incomplete sets older than this at ``now`` fail.
         pending: the previous run's pending sets.
         model_name: named in error messages.
+        fragment_index_base: 1 (default) or 0; see ``Defragmenter``.
 
     Returns:
         ``DefragResult``: merged and failed sets, and the pending ones.
     """
-    engine = Defragmenter(max_bin_age=max_bin_age, pending=pending, model_name=model_name)
+    engine = Defragmenter(
+        max_bin_age=max_bin_age,
+        pending=pending,
+        model_name=model_name,
+        fragment_index_base=fragment_index_base,
+    )
     return engine.run(fragments, now)

@@ -30,6 +30,10 @@ MAX_BINS_SCOPE_DEFAULT = "global"  # the oldest open bin of any group is evicted
 MAX_BINS_SCOPES = ("global", "group")
 OFFLINE_STRATEGY_DEFAULT = "first_fit_decreasing"
 OFFLINE_STRATEGIES = ("first_fit_decreasing", "best_fit_decreasing")
+# the first fragment.index of a set: 1 as NiFi MergeContent's split processors write it
+# (1..count), 0 as the record processors do (0..count-1) for MergeRecord
+FRAGMENT_INDEX_BASE_DEFAULT = 1
+FRAGMENT_INDEX_BASES = (0, 1)
 
 # -- merge reasons (NiFi's MergeContent names)
 MAX_BYTES_THRESHOLD_REACHED = "MAX_BYTES_THRESHOLD_REACHED"
@@ -162,6 +166,18 @@ def _validate_max_bin_age(max_bin_age: Any, model_name: str, what: str) -> None:
         )
     if max_bin_age <= timedelta(0):
         raise _setting_error(model_name, "max_bin_age", "must be > 0", max_bin_age, what)
+
+
+def _validate_fragment_index_base(base: Any, model_name: str) -> None:
+    if not _is_int(base) or base not in FRAGMENT_INDEX_BASES:
+        raise _setting_error(
+            model_name,
+            "fragment_index_base",
+            "must be 1 (indexes 1..count, NiFi MergeContent) or 0 (indexes 0..count-1, "
+            "NiFi MergeRecord)",
+            base,
+            "defragment",
+        )
 
 
 def validate_offline(

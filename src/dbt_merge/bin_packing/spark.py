@@ -27,6 +27,7 @@ from dbt_merge.bin_packing.frames import (
 from dbt_merge.bin_packing.offline import plan_offline_items
 from dbt_merge.bin_packing.packer import Bin, BinPacker
 from dbt_merge.bin_packing.settings import (
+    FRAGMENT_INDEX_BASE_DEFAULT,
     MAX_BIN_AGE_DEFAULT,
     MAX_BINS_DEFAULT,
     MAX_BINS_SCOPE_DEFAULT,
@@ -37,6 +38,7 @@ from dbt_merge.bin_packing.settings import (
     OFFLINE_STRATEGY_DEFAULT,
     PENDING,
     BinPackingSettings,
+    _validate_fragment_index_base,
     _validate_max_bin_age,
     validate_offline,
 )
@@ -332,6 +334,7 @@ def defragment(
     previous: DataFrame | None = None,
     model_name: str = "defragment",
     size_column: str | None = None,
+    fragment_index_base: int = FRAGMENT_INDEX_BASE_DEFAULT,
 ) -> DataFrame:
     """Defragment an items relation, one ``applyInPandas`` call per identifier.
 
@@ -344,7 +347,8 @@ def defragment(
         arrival_column: arrival time (timestamp or date), no nulls.
         identifier_column: NiFi's ``fragment.identifier`` (cast to string).
         count_column: ``fragment.count``, an integer column (nulls allowed).
-        index_column: ``fragment.index``, an integer column, 1-based.
+        index_column: ``fragment.index``, an integer column, numbered from
+            ``fragment_index_base``.
         max_bin_age: incomplete sets older than this at ``now`` fail.
         now: the run's clock (default: the current time); naive = local time.
         previous: the model's own table as a DataFrame
@@ -352,6 +356,11 @@ def defragment(
         model_name: named in error messages.
         size_column: optional fragment size in bytes (an integer column); adds a
             ``bytes`` column after ``entries``: the sum over the set's members.
+        fragment_index_base: the first index of a set: 1 (default; ``1..count`` as
+            NiFi MergeContent's split processors write them) or 0 (``0..count-1``, as
+            NiFi's record processors write them for MergeRecord). An index outside
+            the range fails its fragment (``INVALID_FRAGMENT_INDEX`` below it,
+            ``FRAGMENT_INDEX_OUT_OF_RANGE`` above it).
 
     Returns:
         ``DEFRAGMENT_SCHEMA`` rows: sets merged or failed in this run (a failure is
@@ -360,6 +369,7 @@ def defragment(
     """
     what = "defragment"
     _validate_max_bin_age(max_bin_age, model_name, what)
+    _validate_fragment_index_base(fragment_index_base, model_name)
     sized = ["size_column"] if size_column is not None else []
     now_us, max_age = _check_stream(
         items,
@@ -397,7 +407,11 @@ def defragment(
             F.col("member_indexes").cast("array<long>"),
         ],
         start=functools.partial(
-            Defragmenter, max_bin_age=None, model_name=model_name, max_age=max_age
+            Defragmenter,
+            max_bin_age=None,
+            model_name=model_name,
+            max_age=max_age,
+            fragment_index_base=fragment_index_base,
         ),
         resume=_pending_sets,
         now_us=now_us,
