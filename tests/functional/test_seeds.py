@@ -222,29 +222,31 @@ class TestSeedReplacesItsTable:
         if self.file_format == "iceberg":
             assert self.snapshots(project) == 1, "--full-refresh drops the table first"
 
+    def fails_keeping_the_table(self, project, csv: str, *flags: str) -> str:
+        """The message of a seed of ``csv`` that fails; the people seeded before stay."""
+        self.write(project, csv)
+        message = failure(run_dbt(["seed", *flags], expect_pass=False))
+        assert rows(project, "people") == [(1, "Ann", 3), (2, "Bob", 4)]
+        return message
+
     def test_a_value_that_does_not_fit_its_type_fails_and_keeps_the_table(self, project):
         self.write(project, people_csv)
         run_dbt(["seed", "--full-refresh"])
-        self.write(project, "id,name,qty\n1,Ann,3\n2,Bob,four\n")
-        message = failure(run_dbt(["seed"], expect_pass=False))
+        message = self.fails_keeping_the_table(project, "id,name,qty\n1,Ann,3\n2,Bob,four\n")
         assert "seed people (seeds/people.csv)" in message
         assert "'four'" in message and "`qty`" in message and "row 2" in message
         assert "int" in message and "nothing was written" in message
-        assert rows(project, "people") == [(1, "Ann", 3), (2, "Bob", 4)]
-        # too large for an int is no int either (Spark would store null)
-        self.write(project, "id,name,qty\n1,Ann,3000000000\n")
-        message = failure(run_dbt(["seed", "--full-refresh"], expect_pass=False))
+        # too large for an int is no int either (Spark would store null), full refresh or not
+        big = "id,name,qty\n1,Ann,3000000000\n"
+        message = self.fails_keeping_the_table(project, big, "--full-refresh")
         assert "'3000000000'" in message and "row 1" in message
-        assert rows(project, "people") == [(1, "Ann", 3), (2, "Bob", 4)]
 
     def test_headers_that_differ_only_in_case_fail_and_keep_the_table(self, project):
         self.write(project, people_csv)
         run_dbt(["seed", "--full-refresh"])
-        self.write(project, "id,name,Name,qty\n1,a,b,3\n")
-        message = failure(run_dbt(["seed"], expect_pass=False))
+        message = self.fails_keeping_the_table(project, "id,name,Name,qty\n1,a,b,3\n")
         assert "'name' and 'Name' are one column to Spark" in message
         assert "Nothing was written" in message
-        assert rows(project, "people") == [(1, "Ann", 3), (2, "Bob", 4)]
 
 
 class TestSeedReplacesItsTableParquet(TestSeedReplacesItsTable):
