@@ -21,11 +21,10 @@ from typing import Any
 
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.spark_session.session import literal_text, short_error
 from dbt_merge.core.sql import quote_identifier, string_literal
 
 ROW = "_dbt_merge_seed_row"
-# the text a timestamp's literal carries on dbt-spark's path (session.sql_literal)
-TIMESTAMP_TEXT = "%Y-%m-%d %H:%M:%S.%f"
 # source types whose cast to these targets cannot fail: not checked before the write
 _SAFE_CASTS = {
     "string": {"string"},
@@ -90,15 +89,14 @@ def _number_array(values: Sequence[Any]) -> tuple[Any, str]:
         if scale == 0 and precision <= 18:
             return array.cast(pa.int64()), "bigint"
         return array, f"decimal({precision},{scale})"
-    return pa.array([None if v is None else str(v) for v in values], type=pa.string()), "string"
+    return _text_array(values), "string"
 
 
-def _timestamp_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, dt.datetime):
-        return value.strftime(TIMESTAMP_TEXT)
-    return str(value)
+def _text_array(values: Sequence[Any]) -> Any:
+    """The text each value's literal carries on dbt-spark's path (session.literal_text)."""
+    import pyarrow as pa
+
+    return pa.array([None if v is None else literal_text(v) for v in values], type=pa.string())
 
 
 def source_array(data_type: Any, values: Sequence[Any]) -> tuple[Any, str]:
@@ -114,13 +112,10 @@ def source_array(data_type: Any, values: Sequence[Any]) -> tuple[Any, str]:
         return pa.array(values, type=pa.int64()), "bigint"
     if isinstance(data_type, agate.Boolean):
         return pa.array(values, type=pa.bool_()), "boolean"
-    if isinstance(data_type, agate.DateTime):  # and dbt's ISODateTime
-        return pa.array([_timestamp_text(v) for v in values], type=pa.string()), "string"
-    if isinstance(data_type, agate.Date):
-        if all(v is None or type(v) is dt.date for v in values):
-            return pa.array(values, type=pa.date32()), "date"
-        return pa.array([_timestamp_text(v) for v in values], type=pa.string()), "string"
-    return pa.array([None if v is None else str(v) for v in values], type=pa.string()), "string"
+    if isinstance(data_type, agate.Date) and all(v is None or type(v) is dt.date for v in values):
+        return pa.array(values, type=pa.date32()), "date"
+    # timestamps (agate's DateTime, dbt's ISODateTime), text and anything else
+    return _text_array(values), "string"
 
 
 def _base_type(sql_type: str) -> str:
@@ -211,8 +206,6 @@ def check_casts(
     try:
         row = spark.sql(f"select {firsts} from {view}").collect()[0]
     except Exception as exc:  # a type Spark does not know, for example
-        from dbt.adapters.spark_session.session import short_error
-
         raise DbtRuntimeError(f"seed {seed}: {short_error(exc)}. Nothing was written.") from None
     for (index, column), first in zip(checked, row, strict=True):
         if first is None:

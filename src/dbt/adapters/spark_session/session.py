@@ -370,13 +370,17 @@ def sql_literal(value: Any) -> str:
         return str(value)
     if isinstance(value, float):
         return repr(value) if value == value and abs(value) != float("inf") else f"'{value}'"
+    return string_literal(literal_text(value))
+
+
+def literal_text(value: Any) -> str:
+    """The text a seed value's string literal carries (timestamps to the microsecond,
+    without their offset); the DataFrame path of seeds casts the same text."""
     if isinstance(value, dt.datetime):
-        text = value.strftime("%Y-%m-%d %H:%M:%S.%f")
-    elif isinstance(value, dt.date):
-        text = value.isoformat()
-    else:
-        text = str(value)
-    return string_literal(text)
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return str(value)
 
 
 def bind(sql: str, bindings: Sequence[Any]) -> str:
