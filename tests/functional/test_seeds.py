@@ -36,11 +36,8 @@ column_types = {
 }
 
 
-def table(project, name: str):
-    from dbt.adapters.spark_session import session as sessions
-    from tests.conftest import session_settings  # the run's one session
-
-    return sessions.get_session(session_settings()).table(f"{project.test_schema}.{name}")
+def table(spark, project, name: str):
+    return spark.table(f"{project.test_schema}.{name}")
 
 
 def rows(project, name: str, columns: str = "*", order: str = "id") -> list[tuple]:
@@ -50,8 +47,8 @@ def rows(project, name: str, columns: str = "*", order: str = "id") -> list[tupl
     return [tuple(r) for r in found]
 
 
-def same_table(project, left: str, right: str) -> None:
-    a, b = table(project, left), table(project, right)
+def same_table(spark, project, left: str, right: str) -> None:
+    a, b = table(spark, project, left), table(spark, project, right)
     assert a.dtypes == b.dtypes, "same column names and types"
     assert a.count() == b.count()
     assert a.exceptAll(b).isEmpty() and b.exceptAll(a).isEmpty(), "same rows"
@@ -111,16 +108,16 @@ class TestSeedValuesAsDbtSpark:
         assert len(results) == 6
         return project
 
-    def test_the_same_rows_and_types_as_the_insert_path(self, seeded):
+    def test_the_same_rows_and_types_as_the_insert_path(self, seeded, spark):
         for insert, frame in [
             ("by_insert", "by_frame"),
             ("plain_insert", "plain_frame"),
             ("empty_insert", "empty_frame"),
         ]:
-            same_table(seeded, insert, frame)
+            same_table(spark, seeded, insert, frame)
 
-    def test_values(self, seeded):
-        types = dict(table(seeded, "by_frame").dtypes)
+    def test_values(self, seeded, spark):
+        types = dict(table(spark, seeded, "by_frame").dtypes)
         assert types == {
             "id": "bigint",
             "amount": "bigint",
@@ -247,6 +244,28 @@ class TestSeedReplacesItsTable:
         message = self.fails_keeping_the_table(project, "id,name,Name,qty\n1,a,b,3\n")
         assert "'name' and 'Name' are one column to Spark" in message
         assert "Nothing was written" in message
+
+    def test_a_seed_that_dies_before_its_write_then_runs_again(self, project, monkeypatch):
+        """Killed between the checks and the write (DBT_MERGE_FAIL_AT): an Iceberg table
+        keeps its old rows (it is replaced in one commit); any other was dropped first, as
+        dbt-spark drops it. The next run stores what a seed that never failed stores."""
+        self.write(project, people_csv)
+        run_dbt(["seed", "--full-refresh"])
+        changed = "id,name,qty\n1,Ann,7\n5,Eve,8\n"
+        self.write(project, changed)
+        monkeypatch.setenv("DBT_MERGE_FAIL_AT", "seeds.before_write")
+        message = failure(run_dbt(["seed"], expect_pass=False))
+        assert "injected failure at seeds.before_write" in message
+        monkeypatch.delenv("DBT_MERGE_FAIL_AT")
+        if self.file_format == "iceberg":
+            assert rows(project, "people") == [(1, "Ann", 3), (2, "Bob", 4)]
+        else:
+            listed = f"show tables in {project.test_schema} like 'people'"
+            assert project.run_sql(listed, fetch="all") == [], "dropped first, as dbt-spark does"
+        run_dbt(["seed"])
+        assert rows(project, "people") == [(1, "Ann", 7), (5, "Eve", 8)]
+        run_dbt(["seed", "--full-refresh"])  # a seed that never failed
+        assert rows(project, "people") == [(1, "Ann", 7), (5, "Eve", 8)]
 
 
 class TestSeedReplacesItsTableParquet(TestSeedReplacesItsTable):

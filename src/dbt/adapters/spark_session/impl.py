@@ -23,6 +23,7 @@ from dbt.adapters.spark_session import session as sessions
 from dbt.adapters.spark_session.__version__ import version as adapter_version
 from dbt.adapters.spark_session.connections import SparkSessionConnectionManager
 from dbt.adapters.spark_session.python_submissions import SessionPythonJobHelper
+from dbt_merge.core.errors import failpoint
 from dbt_merge.core.expressions import inspect_expression
 
 logger = AdapterLogger("SparkSession")
@@ -140,6 +141,7 @@ class SparkSessionAdapter(SparkAdapter):
             seeds.check_casts(spark, seed, view, columns, source_types)
             if drop_first is not None:
                 self.drop_relation(drop_first)
+            failpoint("seeds.before_write")  # checked (and a non-Iceberg table dropped)
             self.execute(create_sql)
         finally:
             spark.catalog.dropTempView(view)
