@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import platform
 import sys
 import time
@@ -201,12 +202,36 @@ def dbt(*args: str):
     return PROJECT.dbt(*args)
 
 
+class Said(logging.Handler):
+    """What the components model's Python step logs in this process (where its state
+    was read, the memory it took, the choice's constants), kept for the results."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 def run_dbt_merge(*args: str) -> dict:
+    said = Said()
+    logger = logging.getLogger("dbt_merge.entity_merge.components")
+    logger.setLevel(logging.INFO)
+    logger.addHandler(said)
     meter, started = ShuffleMeter(), time.monotonic()
-    result = dbt("run", *args)
+    try:
+        result = dbt("run", *args)
+    finally:
+        logger.removeHandler(said)
     total = time.monotonic() - started
     nodes = {r.node.name: round(r.execution_time, 1) for r in result.result}
-    return {"total_s": round(total, 1), "nodes_s": nodes, "shuffle_bytes": meter.shuffle_bytes()}
+    return {
+        "total_s": round(total, 1),
+        "nodes_s": nodes,
+        "shuffle_bytes": meter.shuffle_bytes(),
+        "components_said": said.messages,
+    }
 
 
 MERGE_NODES = ("people_edges", "people_components", "people")

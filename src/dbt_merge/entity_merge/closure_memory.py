@@ -132,3 +132,34 @@ def decide(edges: int, name_bytes: int, free: DriverMemory) -> tuple[bool, str]:
         f"{_size(need.python)} of Python memory for {graph}; the driver has "
         f"{_size(free.jvm_free)} and {_size(free.python_free)} free"
     )
+
+
+# A run of a merge that follows the change reads its state (one row per node: node and
+# component names, a batch number) into the driver once
+# (``components._closed_in_driver``). Bytes a state row takes at the peak, measured on
+# the entity-merge benchmark at 3M records (5.3M state rows, names of 9 to 30 bytes):
+# in the JVM, the collected Arrow batches; in Python, the Arrow table, its masks and
+# filtered copies, and the affected rows' join. Generous: a longer name costs more.
+STATE_JVM_BYTES_PER_ROW = 120
+STATE_PYTHON_BYTES_PER_ROW = 240
+
+
+def state_fits(rows: int, free: DriverMemory) -> tuple[bool, str]:
+    """(a state of ``rows`` rows fits in the driver, why), by the constants above and
+    ``DRIVER_SHARE`` of what is free."""
+    for what, per_row, available in (
+        ("JVM heap (spark.driver.memory)", STATE_JVM_BYTES_PER_ROW, free.jvm_free),
+        ("Python memory", STATE_PYTHON_BYTES_PER_ROW, free.python_free),
+    ):
+        if rows * per_row > DRIVER_SHARE * available:
+            return False, (
+                f"a state of {rows:,} rows would need about {_size(rows * per_row)} of driver"
+                f" {what} ({per_row} bytes a row), more than {DRIVER_SHARE:.0%} of the"
+                f" {_size(available)} free"
+            )
+    return True, (
+        f"a state of {rows:,} rows needs about {_size(rows * STATE_JVM_BYTES_PER_ROW)} of JVM"
+        f" heap and {_size(rows * STATE_PYTHON_BYTES_PER_ROW)} of Python memory"
+        f" ({STATE_JVM_BYTES_PER_ROW} and {STATE_PYTHON_BYTES_PER_ROW} bytes a row); the"
+        f" driver has {_size(free.jvm_free)} and {_size(free.python_free)} free"
+    )

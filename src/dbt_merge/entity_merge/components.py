@@ -28,6 +28,8 @@ if no other run committed to the table since (see ``get_incremental_entity_state
 from __future__ import annotations
 
 import logging
+import os
+import time
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -35,7 +37,14 @@ from pyspark.sql import functions as F
 
 from dbt_merge.core.errors import failpoint
 from dbt_merge.core.spark import materialize
-from dbt_merge.entity_merge.closure import ClosureError, connected_components
+from dbt_merge.entity_merge.closure import (
+    ClosureError,
+    ClosureStats,
+    connected_components,
+    from_driver,
+    label_arrow,
+)
+from dbt_merge.entity_merge.closure_memory import decide, driver_memory, state_fits
 
 logger = logging.getLogger(__name__)
 
@@ -64,13 +73,20 @@ TOUCHED = "$touched"
 # that another run's commit since is not overwritten (_entity_state_read_base)
 READ_AT = "$read_at"
 
+# the environment variable that chooses where a run that follows the change works when
+# the model does not (entity_components' state_in_driver): 1 the driver, 0 Spark
+STATE_IN_DRIVER_ENV = "DBT_MERGE_STATE_IN_DRIVER"
+
 # a set of at most this many nodes (or labels) is broadcast to the join that reads
 # the stored edges or components (some tens of MB of names)
 BROADCAST_ROWS = 1_000_000
 
 
 def entity_components(
-    edges: DataFrame, previous: DataFrame | str | None = None, **closure_options: Any
+    edges: DataFrame,
+    previous: DataFrame | str | None = None,
+    state_in_driver: bool | None = None,
+    **closure_options: Any,
 ) -> DataFrame:
     """Component of every node of an ``equality_edges`` table.
 
@@ -85,6 +101,13 @@ def entity_components(
             which (``READ_AT``), so that the strategy refuses to write the batch over
             another run's commit since. A DataFrame of the table works as before,
             without that check of the Python step's seconds.
+        state_in_driver: where a run that follows the change works, when previous is
+            an Iceberg table given by name: True reads the state once into the
+            driver and finds the affected components there (``_closed_in_driver``),
+            False takes the hops in Spark, one scan each; None (the default) chooses
+            by the driver's free memory (``state_fits``), unless the environment
+            variable ``DBT_MERGE_STATE_IN_DRIVER`` says ``1`` or ``0``. The log says
+            which was taken and why.
         **closure_options: passed to ``dbt_merge.closure.connected_components``
             (``max_driver_edges``, ``max_rounds``, ``stats``).
 
@@ -100,10 +123,13 @@ def entity_components(
         Old edges tables without batches give entity nodes only, as before.
     """
     failpoint("entity_merge.before_components")  # the edges committed, the components not
-    read_at = None
+    _check_state_choice(state_in_driver)
+    read_at = table = None
     if previous is not None and not isinstance(previous, DataFrame):
-        previous, read_at = _read_pinned(edges.sparkSession, _table_name(previous))
-    rows = _components(edges, previous, **closure_options)
+        table = _table_name(previous)
+        previous, read_at = _read_pinned(edges.sparkSession, table)
+    in_driver = read_at is not None and _state_in_driver(edges.sparkSession, table, state_in_driver)
+    rows = _components(edges, previous, in_driver, **closure_options)
     return rows if read_at is None else rows.withColumn(READ_AT, F.lit(read_at).cast("bigint"))
 
 
@@ -140,8 +166,12 @@ def _read_pinned(session: SparkSession, name: str) -> tuple[DataFrame, int | Non
     return session.sql(f"select * from {name} version as of {current[0]}"), current[0]
 
 
-def _components(edges: DataFrame, previous: DataFrame | None, **closure_options: Any) -> DataFrame:
-    """entity_components' rows, from previous as a DataFrame."""
+def _components(
+    edges: DataFrame, previous: DataFrame | None, in_driver: bool = False, **closure_options: Any
+) -> DataFrame:
+    """entity_components' rows, from previous as a DataFrame; in_driver: a run that
+    follows the change finds the affected components in the driver
+    (``_closed_in_driver``), else in Spark."""
     if "_batch" not in edges.columns:
         components = connected_components(edges, "src", "dst", **closure_options)
         return _for_writing(components.where(~F.col("node").startswith(VALUE_NODE_PREFIX)))
@@ -171,6 +201,8 @@ def _components(edges: DataFrame, previous: DataFrame | None, **closure_options:
         closed = connected_components(live, "src", "dst", **closure_options)
         return _changes(closed, _previous_labels(previous), batch)
 
+    if in_driver:
+        return _closed_in_driver(live, previous, new, batch, **closure_options)
     # each step is computed once and joined by broadcast while it is small: the stored
     # edges and components are then read without a shuffle
     touched = materialize(
@@ -231,6 +263,218 @@ def _components(edges: DataFrame, previous: DataFrame | None, **closure_options:
     )
     closed = connected_components(subgraph, "src", "dst", **closure_options)
     return _changes(closed, affected, batch)
+
+
+def _check_state_choice(choice: Any) -> None:
+    """Fails on a state_in_driver, or a STATE_IN_DRIVER_ENV, that is not a choice."""
+    if choice is not None and not isinstance(choice, bool):
+        raise ClosureError(
+            "entity_components, argument 'state_in_driver': must be True, False or None"
+            f" (got {choice!r})"
+        )
+    said = os.environ.get(STATE_IN_DRIVER_ENV, "")
+    if said not in ("", "0", "1"):
+        raise ClosureError(
+            f"entity_components: the environment variable {STATE_IN_DRIVER_ENV} must be 0 or 1"
+            f" (or unset), got {said!r}"
+        )
+
+
+def _state_in_driver(session: SparkSession, table: str, choice: bool | None) -> bool:
+    """Whether a run that follows the change reads the components table (an Iceberg
+    table named table) into the driver: choice when given, else the environment
+    variable STATE_IN_DRIVER_ENV, else whether the state fits the driver's free memory
+    (``closure_memory.state_fits``, from the rows of its data files: no scan). The log
+    says which and why."""
+    if choice is not None:
+        why = f"state_in_driver={choice}"
+    elif os.environ.get(STATE_IN_DRIVER_ENV, ""):
+        choice, why = os.environ[STATE_IN_DRIVER_ENV] == "1", f"{STATE_IN_DRIVER_ENV} says so"
+    else:
+        rows = session.sql(f"select sum(record_count) from {table}.data_files").first()[0]
+        choice, why = state_fits(int(rows or 0), driver_memory(session))
+    logger.info(
+        "entity_components: %s: %s", "the state in the driver" if choice else "hops in Spark", why
+    )
+    return bool(choice)
+
+
+def _arrow(df: DataFrame):
+    """The rows of df in the driver, as an Arrow table (its schema when empty)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    batches = df._collect_as_arrow()
+    if not batches:
+        return to_arrow_schema(df.schema).empty_table()
+    return pa.Table.from_batches(batches)
+
+
+def _closed_in_driver(
+    live: DataFrame, previous: DataFrame, new: DataFrame, batch: int, **closure_options: Any
+) -> DataFrame:
+    """The rows of a run that follows the change, found in the driver: the state (node,
+    component, batch) is read once, and each hop of the Spark path (the touched nodes,
+    their stored rows and placeholders, their components, every node of those) is an
+    Arrow filter on it. Then the live edges of the affected entity nodes come from one
+    scan, their closure is labelled in the driver (``closure.label_arrow``) unless it
+    does not fit (``connected_components`` then chooses), and the rows to write are
+    the full outer join of the two (``_changes_arrow``). The same rows as the Spark
+    path, which the property test of tests/functional holds to a from-scratch build.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    spark = live.sparkSession
+    started = time.monotonic()
+    state = _arrow(previous.select("node", "component", "_batch"))
+    read_s = time.monotonic() - started
+    added = _arrow(new.select("src", "dst"))
+    node, component = state.column("node"), state.column("component")
+    touched = pc.unique(
+        pa.chunked_array(
+            added.column("src").chunks + pc.drop_null(added.column("dst")).chunks, pa.string()
+        )
+    )
+    is_touched = pc.is_in(node, value_set=touched)
+    # the stored rows of the touched nodes, and the placeholders a run that died left
+    read = pc.or_(is_touched, pc.is_null(state.column("_batch")))
+    labels = pc.unique(pc.drop_null(pc.filter(component, is_touched)))
+    affected_rows = pc.or_(pc.is_in(component, value_set=labels), read)
+    entity = pc.invert(pc.starts_with(node, VALUE_NODE_PREFIX))
+    # written whatever its component: an entity node of the new edges, a placeholder
+    forced = pc.and_(read, pc.or_(pc.invert(is_touched), entity))
+    stored = pa.table(
+        {
+            "node": pc.filter(node, affected_rows),
+            PREVIOUS_COMPONENT: pc.filter(component, affected_rows),
+            TOUCHED: pc.filter(forced, affected_rows),
+        }
+    )
+    sources = pc.unique(added.column("src"))
+    fresh = pc.filter(sources, pc.invert(pc.is_in(sources, value_set=pc.filter(node, read))))
+    affected = pa.concat_tables(
+        [
+            stored.append_column(STORED, pa.array(np.ones(stored.num_rows, dtype=bool))),
+            pa.table(
+                {
+                    "node": fresh,
+                    PREVIOUS_COMPONENT: pa.nulls(len(fresh), pa.string()),
+                    TOUCHED: pa.array(np.ones(len(fresh), dtype=bool)),
+                    STORED: pa.array(np.zeros(len(fresh), dtype=bool)),
+                }
+            ),
+        ]
+    )
+    names = affected.column("node")
+    nodes = pc.filter(names, pc.invert(pc.starts_with(names, VALUE_NODE_PREFIX)))
+    logger.info(
+        "entity_components: the state in the driver: %s rows, %s of Arrow, read in %.1fs;"
+        " %s nodes affected (%.2f%%)",
+        f"{state.num_rows:,}",
+        f"{state.nbytes / 2**20:.1f} MiB",
+        read_s,
+        f"{affected.num_rows:,}",
+        100 * affected.num_rows / max(1, state.num_rows),
+    )
+    del state, node, component
+    closed = _close_in_driver(live, nodes, **closure_options)
+    return _for_writing(from_driver(spark, _changes_arrow(closed, affected, batch), CHANGES_SCHEMA))
+
+
+def _close_in_driver(live: DataFrame, nodes, **closure_options: Any):
+    """The components of the live edges whose src is one of the entity nodes ``nodes``
+    (an Arrow array): one scan of the edges (the nodes broadcast to it while they are
+    few, else every live edge read and filtered here), labelled in the driver when
+    the closure's memory check lets it, else by ``connected_components``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    spark = live.sparkSession
+    stats = closure_options.get("stats") or ClosureStats()
+    started = time.monotonic()
+    if len(nodes) <= BROADCAST_ROWS:
+        chosen = from_driver(spark, pa.table({"src": nodes}), "src string")
+        subgraph = _arrow(live.join(F.broadcast(chosen), "src", "left_semi"))
+    else:
+        every = _arrow(live)
+        subgraph = every.filter(pc.is_in(every.column("src"), value_set=nodes))
+    sources, targets = subgraph.column("src"), subgraph.column("dst")
+    name_bytes = pc.sum(pc.binary_length(sources)).as_py() or 0
+    name_bytes += pc.sum(pc.binary_length(targets)).as_py() or 0
+    max_driver_edges = closure_options.get("max_driver_edges")
+    if max_driver_edges is not None:
+        fits = subgraph.num_rows <= max_driver_edges
+        stats.reason = f"{subgraph.num_rows:,} edges, max_driver_edges={max_driver_edges:,}"
+    else:
+        fits, stats.reason = decide(subgraph.num_rows, name_bytes, driver_memory(spark))
+    if not fits:
+        logger.info("entity_components: the affected subgraph closed in Spark: %s", stats.reason)
+        closed = connected_components(
+            from_driver(spark, subgraph, "src string, dst string"), "src", "dst", **closure_options
+        )
+        return _arrow(closed)
+    names, components = label_arrow(sources, targets)
+    stats.method, stats.rounds = "driver", 1
+    stats.edges, stats.nodes = subgraph.num_rows, len(names)
+    stats.seconds = time.monotonic() - started
+    logger.info(
+        "entity_components: %s edges of the affected nodes closed in the driver in %.1fs",
+        f"{subgraph.num_rows:,}",
+        stats.seconds,
+    )
+    return pa.table({"node": names, "component": components})
+
+
+# the columns of a batch of entity_components (_changes, _changes_arrow), as Spark DDL
+CHANGES_SCHEMA = (
+    f"node string, component string, `_batch` bigint, {PREVIOUS_COMPONENT} string,"
+    f" `$drop` boolean, `{STORED}` boolean"
+)
+
+
+def _changes_arrow(closed, affected, batch: int):
+    """``_changes`` on Arrow tables in the driver: closed (node, component), affected
+    (node, PREVIOUS_COMPONENT, TOUCHED, STORED); the same rows."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    # one key type on both sides (the closure's names are large strings)
+    closed = pa.table(
+        {
+            "node": closed.column("node").cast(pa.large_string()),
+            "component": closed.column("component").cast(pa.large_string()),
+            "$closed": pa.array(np.ones(closed.num_rows, dtype=bool)),
+        }
+    )
+    affected = affected.set_column(0, "node", affected.column("node").cast(pa.large_string()))
+    previous_type = pa.large_string()
+    affected = affected.set_column(
+        1, PREVIOUS_COMPONENT, affected.column(PREVIOUS_COMPONENT).cast(previous_type)
+    )
+    joined = closed.join(affected, "node", join_type="full outer")
+    node, component = joined.column("node"), joined.column("component")
+    previous = joined.column(PREVIOUS_COMPONENT)
+    drop = pc.and_(pc.is_null(joined.column("$closed")), pc.starts_with(node, VALUE_NODE_PREFIX))
+    same = pc.or_(
+        pc.and_(pc.is_null(component), pc.is_null(previous)),
+        pc.fill_null(pc.equal(component, previous), False),
+    )
+    changed = pc.or_(pc.fill_null(joined.column(TOUCHED), True), pc.invert(same))
+    keep = pc.or_(changed, drop)
+    rows = pc.sum(keep).as_py() or 0
+    return pa.table(
+        {
+            "node": pc.filter(node, keep),
+            "component": pc.filter(component, keep),
+            "_batch": pa.array(np.full(rows, batch, dtype=np.int64)),
+            PREVIOUS_COMPONENT: pc.filter(previous, keep),
+            "$drop": pc.filter(drop, keep),
+            STORED: pc.filter(pc.fill_null(joined.column(STORED), False), keep),
+        }
+    )
 
 
 def _small(df: DataFrame) -> DataFrame:
