@@ -13,6 +13,7 @@ import random
 import pytest
 
 from dbt_merge.entity_merge.closure import ClosureError
+from dbt_merge.entity_merge.closure_memory import DriverMemory, state_fits
 from dbt_merge.entity_merge.components import (
     PREVIOUS_COMPONENT,
     READ_AT,
@@ -143,3 +144,13 @@ def test_the_choice_is_logged_and_bad_choices_are_named(spark, schema, caplog, m
     monkeypatch.delenv(STATE_IN_DRIVER_ENV)
     with pytest.raises(ClosureError, match=r"argument 'state_in_driver': .* \(got 'auto'\)"):
         entity_components(spark.table(edges), previous=stored, state_in_driver="auto")
+
+
+def test_the_state_fits_by_its_rows_and_the_free_memory():
+    free = DriverMemory(jvm_free=1 << 30, python_free=8 << 30)
+    fits, why = state_fits(1_000_000, free)
+    assert fits and "a state of 1,000,000 rows needs about" in why
+    fits, why = state_fits(10_000_000, free)
+    assert not fits and "of driver JVM heap (spark.driver.memory)" in why
+    fits, why = state_fits(10_000_000, DriverMemory(jvm_free=8 << 30, python_free=1 << 30))
+    assert not fits and "of driver Python memory" in why

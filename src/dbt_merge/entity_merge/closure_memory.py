@@ -136,10 +136,12 @@ def decide(edges: int, name_bytes: int, free: DriverMemory) -> tuple[bool, str]:
 
 # A run of a merge that follows the change reads its state (one row per node: node and
 # component names, a batch number) into the driver once
-# (``components._closed_in_driver``). Bytes a state row takes at the peak, measured on
-# the entity-merge benchmark at 3M records (5.3M state rows, names of 9 to 30 bytes):
-# in the JVM, the collected Arrow batches; in Python, the Arrow table, its masks and
-# filtered copies, and the affected rows' join. Generous: a longer name costs more.
+# (``components._closed_in_driver``). On the entity-merge benchmark at 3M records the
+# state's Arrow table took 39 bytes a row (4.6M rows, 170 MiB, names of 9 to 30
+# bytes). The constants allow three times that in the JVM (its collected batches) and
+# six times in Python (the table, its masks and filtered copies, the affected rows'
+# join); the peak itself is not measured yet (bench/closure_memory_check.py measures
+# the closure's).
 STATE_JVM_BYTES_PER_ROW = 120
 STATE_PYTHON_BYTES_PER_ROW = 240
 
