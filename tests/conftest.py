@@ -72,3 +72,18 @@ def dbt_profile_target():
         "log_dir": str(LOG_DIR),
         "server_side_parameters": dict(SPARK_SETTINGS),
     }
+
+
+@pytest.fixture(scope="session")
+def demo_build(request, spark):
+    """The demo's `dbt build --full-refresh` in this process (tests/demo.py), once per
+    run: the demo tests (tests/project/test_demo_project.py) go on from it and the
+    cluster test (tests/cluster) compares the cluster's build with it. Returns each
+    node's status and, when the run has cluster tests, every stored table as the build
+    left it (the demo tests change them), else None."""
+    from tests import demo
+
+    result = demo.dbt("build", "--full-refresh")
+    statuses = {r.node.name: r.status for r in result.result}
+    compared = any(item.get_closest_marker("cluster") for item in request.session.items)
+    return statuses, demo.read_tables(spark, WAREHOUSE) if compared else None

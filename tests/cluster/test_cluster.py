@@ -4,14 +4,14 @@
 127.0.0.1 (never the defaults of ``make cluster-up``, so a developer's running cluster is
 left alone) with its state in a temporary folder. The demo ``dbt build --target cluster``
 runs in a process of its own (one SparkSession per process, and this one already has a
-local session) against its own warehouse, while ``dbt build --target local`` (without
-the data tests, which store nothing) runs in another process against another
-warehouse. The cluster goes down as soon as its build is over (or failed), then every
-table both builds stored is read here by path and compared.
-Both builds run from a snapshot of the project taken at the start (its dbt files and
-profiles.yml, verbatim; one copy per build), so an edit in the working tree during the
-run cannot make them differ, and their Spark logs (logs/ of each copy) stay out of the
-repository.
+local session) against its own warehouse, while the run's first demo build on local
+Spark (``demo_build`` in tests/conftest.py, which the demo tests go on from) runs in this
+process. The cluster goes down as soon as its build is over (or failed), then every
+table the cluster's build stored is read here by path and compared with what the local
+build stored.
+The cluster's build runs from a snapshot of the project taken at the start (its dbt
+files and profiles.yml, verbatim), so an edit in the working tree during the run cannot
+make it differ, and its Spark log (logs/ of the copy) stays out of the repository.
 
 Deselect with ``-m "not cluster"``.
 """
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -34,6 +33,7 @@ import yaml
 
 from tests.conftest import DBT, ROOT
 from tests.conftest import process_env as _env
+from tests.demo import read_tables
 
 pytestmark = pytest.mark.cluster
 
@@ -41,31 +41,7 @@ CLUSTER_SH = ROOT / "scripts" / "cluster.sh"
 SCHEMA = "dbt_merge"
 # scripts/cluster.sh's defaults (master, master UI, worker UIs): the test's ports differ
 DEFAULT_PORTS = {7077, 8980, 8981, 8982}
-# Columns whose values depend on the run, not on the data, are left out: the dbt
-# invocation that recorded a provenance event and when (invocation_id, recorded_at of
-# the provenance tables), when a row was loaded (demo_event_log.loaded_at,
-# current_timestamp()) and Iceberg snapshot ids, which are random
-# (orders__provenance.table_version, the auto-merge plan's and provenance's snapshot_id).
-RUN_DEPENDENT = {
-    "invocation_id",
-    "recorded_at",
-    "loaded_at",
-    "table_version",
-    "snapshot_id",
-    "_batch",  # an entity merge's state: the time of the run that wrote a row
-    "edges_snapshot",  # the edges' digest: the Iceberg snapshot it describes
-}
-# and per table: an offline plan's bin ids hash their first member, here a data file's
-# path (which carries a random UUID)
-TABLE_RUN_DEPENDENT = {"daily_events_compaction_plan": {"bin_id"}}
-# Data file names carry a random UUID per write (Iceberg: 00000-0-<uuid>-0-00001.parquet,
-# Spark: part-00000-<uuid>-c000.snappy.parquet) and their paths the warehouse: inside any
-# value (e.g. the auto-merge plan's file_paths) a data file's path or name becomes this.
-DATA_FILE = re.compile(
-    r"[^\"\s,\[\]]*[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-    r"[^\"\s,\[\]]*\.(?:parquet|avro|orc)"
-)
-BUILD_TIMEOUT = 900  # seconds for one demo build (about 1-3 minutes on 2 cores)
+BUILD_TIMEOUT = 900  # seconds for the demo build (about 1-3 minutes on 2 cores)
 CLUSTER_TIMEOUT = 420  # seconds for `cluster.sh up` (about 15 s; it waits up to 300 s)
 
 
@@ -111,15 +87,10 @@ def _copy_project(dest: Path) -> Path:
 
 
 class Build:
-    """`dbt build --target <target>` of the repository's demo in a process of its own;
-    without its data tests when `tests` is false (the reference build: the tests store
-    nothing, and left out they leave the cores to the cluster's build)."""
+    """`dbt build --target <target>` of the repository's demo in a process of its own."""
 
-    def __init__(
-        self, target: str, project: Path, run_dir: Path, env: dict[str, str], tests: bool = True
-    ) -> None:
+    def __init__(self, target: str, project: Path, run_dir: Path, env: dict[str, str]) -> None:
         self.target = target
-        self.tests = tests
         self.run_dir = run_dir
         self.warehouse = run_dir / "warehouse"
         self.output = run_dir / "dbt.out"
@@ -143,7 +114,6 @@ class Build:
                     str(run_dir / "target"),
                     "--log-path",
                     str(run_dir / "logs"),
-                    *([] if tests else ["--exclude-resource-type", "test"]),
                 ],
                 cwd=project,
                 env={**env, "DBT_MERGE_WAREHOUSE": str(self.warehouse)},
@@ -164,8 +134,8 @@ class Build:
         assert self.proc.returncode == 0, f"dbt build --target {self.target} failed:\n{tail}"
         results = json.loads((self.run_dir / "target" / "run_results.json").read_text())
         statuses = {r["unique_id"]: r["status"] for r in results["results"]}
-        nodes = 50 if self.tests else 30  # the demo's models and seeds, and its tests
-        assert len(statuses) > nodes and set(statuses.values()) <= {"success", "pass"}, statuses
+        # the demo's models and seeds, and its tests
+        assert len(statuses) > 50 and set(statuses.values()) <= {"success", "pass"}, statuses
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -206,16 +176,16 @@ def _processes_of(folder: Path) -> dict[int, str]:
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory):
-    """Both demo builds; the cluster is up only while its build runs.
+def builds(request, tmp_path_factory):
+    """The cluster's build and the run's local one; the cluster is up only while its
+    build runs.
 
-    Returns the two builds, the cluster's state folder and what was still running after
-    teardown (which the teardown also ends, by pid).
+    Returns the cluster's build, the tables the local build stored, the cluster's state
+    folder and what was still running after teardown (which the teardown also ends, by
+    pid).
     """
     root = tmp_path_factory.mktemp("cluster_vs_local")
-    # one snapshot, two identical copies: each build gets its own logs/ (Spark's log)
-    local_project = _copy_project(root / "project_local")
-    cluster_project = Path(shutil.copytree(local_project, root / "project_cluster"))
+    cluster_project = _copy_project(root / "project_cluster")
     cluster_dir = root / "cluster"
     master_port, ui_port = _free_ports(2)
     master = f"spark://127.0.0.1:{master_port}"
@@ -231,10 +201,8 @@ def builds(tmp_path_factory):
     }
     timings: dict[str, float] = {}
     started = time.monotonic()
-    local = cluster = None
+    cluster = None
     try:
-        # the local build runs while the cluster starts and while the cluster build runs
-        local = Build("local", local_project, root / "local", env, tests=False)
         up = _cluster("up", cluster_env)
         assert up.returncode == 0, f"cluster.sh up failed:\n{up.stdout}\n{up.stderr}"
         timings["cluster up"] = time.monotonic() - started
@@ -244,35 +212,32 @@ def builds(tmp_path_factory):
             root / "on_cluster",
             {**env, "DBT_MERGE_SPARK_MASTER": master},
         )
+        # the local build runs here while the cluster's build runs (unless the run
+        # already made it)
+        _, local = request.getfixturevalue("demo_build")
+        timings["local build done"] = time.monotonic() - started
         cluster.wait()
         timings["cluster build"] = cluster.seconds
     finally:
         if cluster is not None:
             cluster.kill()
         down = _cluster("down", cluster_env)
-        try:
-            if local is not None:
-                local.wait()
-                timings["local build"] = local.seconds
-        finally:
-            if local is not None:
-                local.kill()
+        left = _processes_of(root)
+        for _ in range(50):  # an executor may take a moment after its worker
+            if not left:
+                break
+            time.sleep(0.2)
             left = _processes_of(root)
-            for _ in range(50):  # an executor may take a moment after its worker
-                if not left:
-                    break
-                time.sleep(0.2)
-                left = _processes_of(root)
-            for pid, cmd in left.items():  # end what this test started, by pid; fail below
-                print(f"\nstill running after the teardown, killed: {pid} {cmd}")
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        for pid, cmd in left.items():  # end what this test started, by pid; fail below
+            print(f"\nstill running after the teardown, killed: {pid} {cmd}")
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     assert down.returncode == 0, f"cluster.sh down failed:\n{down.stdout}\n{down.stderr}"
     timings["total"] = time.monotonic() - started
     print("\ncluster test timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
-    return {"local": local, "cluster": cluster, "cluster_dir": cluster_dir, "left": left}
+    return {"cluster": cluster, "local": local, "cluster_dir": cluster_dir, "left": left}
 
 
 def test_nothing_started_is_left_running(builds):
@@ -295,48 +260,17 @@ def test_executors_ran_in_both_worker_jvms(builds):
     assert python_runs > 0, "Python workers ran on the executors (the bin-packing models)"
 
 
-def _stored_tables(warehouse: Path) -> dict[str, tuple[Path, str]]:
-    """The demo schema's tables: Iceberg (hadoop catalog: <warehouse>/<schema>/<table>)
-    and Hive ones (<warehouse>/<schema>.db/<table>, here parquet)."""
-    tables = {}
-    for table in sorted((warehouse / SCHEMA).iterdir()):
-        if (table / "metadata").is_dir():
-            tables[table.name] = (table, "iceberg")
-    hive = warehouse / f"{SCHEMA}.db"
-    for table in sorted(hive.iterdir()) if hive.is_dir() else []:
-        assert table.name not in tables
-        tables[table.name] = (table, "parquet")
-    return tables
-
-
-def _read(spark, path: Path, fmt: str) -> tuple[list[tuple[str, str]], list[str]]:
-    """(columns with types, rows as sorted JSON lines) without the run-dependent columns."""
-    df = spark.read.format(fmt).load(str(path))
-    columns = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
-    dependent = RUN_DEPENDENT | TABLE_RUN_DEPENDENT.get(path.name, set())
-    df = df.drop(*[name for name, _ in columns if name in dependent])
-    rows = sorted(
-        DATA_FILE.sub(
-            "<data file>",
-            json.dumps(row.asDict(recursive=True), sort_keys=True, default=str, ensure_ascii=False),
-        )
-        for row in df.collect()
-    )
-    return columns, rows
-
-
 def test_cluster_build_stores_what_the_local_build_stores(spark, builds):
-    on_cluster = _stored_tables(builds["cluster"].warehouse)
-    local = _stored_tables(builds["local"].warehouse)
+    on_cluster = read_tables(spark, builds["cluster"].warehouse)
+    local = builds["local"]
     assert sorted(on_cluster) == sorted(local)
     assert {"customers", "demo_customer_activity", "message_bundles", "sesam_golden"} <= set(
         local
     ), sorted(local)
     differences = []
     row_count = 0
-    for name, (path, fmt) in sorted(local.items()):
-        columns, rows = _read(spark, path, fmt)
-        cluster_columns, cluster_rows = _read(spark, *on_cluster[name])
+    for name, (columns, rows) in sorted(local.items()):
+        cluster_columns, cluster_rows = on_cluster[name]
         if cluster_columns != columns:
             differences.append(f"{name}: columns {cluster_columns} != {columns}")
         elif cluster_rows != rows:

@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 from dbt.tests.util import run_dbt
 
 from tests.conftest import WAREHOUSE
 from tests.functional.entity_merge_fixtures import InstallsDbtMerge, merge_vars
+from tests.functional.other_writer import OtherWriter
 from tests.functional.test_entity_merge_following import (
     declaration,
     follow_models,
@@ -31,46 +28,39 @@ from tests.functional.test_entity_merge_following import (
 )
 from tests.functional.test_upsert import AUDITED_MODELS, events, table
 
-OTHER_WRITER = Path(__file__).with_name("other_writer.py")
 # a statement of the other run that the components model below has the other process
 # commit while its Python step runs (after its batch is computed, before its strategy)
 OTHER_RUN = "DBT_MERGE_TEST_OTHER_RUN"
+# the other process of this module's tests, while they run (the fixture below)
+OTHER: OtherWriter | None = None
 
 
-def other_writer(statement: str) -> list[str]:
-    """The command line of the other process that runs statement."""
-    return [sys.executable, str(OTHER_WRITER), str(WAREHOUSE), statement]
+@pytest.fixture(scope="module", autouse=True)
+def other_writer(tmp_path_factory):
+    """The other process: one for every statement of the module, started before the
+    first project so that its JVM starts while dbt works."""
+    global OTHER
+    OTHER = OtherWriter(WAREHOUSE, tmp_path_factory.mktemp("other_writer") / "stderr.log")
+    yield OTHER
+    OTHER.close()
+    OTHER = None
 
 
-def other_process(statement: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        other_writer(statement),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def other_process(statement: str) -> list[str]:
+    """Run statement in the other process (it must succeed); returns its rows."""
+    assert OTHER is not None, "the other process runs during this module's tests"
+    return OTHER.run(statement)
 
 
 def commit_elsewhere(spark, table: str, statement: str) -> None:
     """The other process commits statement while this session goes on planning on the
     snapshot of table it has read. Iceberg's catalog cache forgets a table 30 s after
-    its last read (`cache.expiration-interval-ms`), and the other process's JVM can take
-    that long on a busy machine: table is read here every few seconds until it is done."""
-    with subprocess.Popen(
-        other_writer(statement), stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    ) as other:
-        deadline = time.monotonic() + 300
-        while True:
-            spark.table(table).schema  # noqa: B018 - the read keeps the cached snapshot
-            try:
-                _, err = other.communicate(timeout=5)
-                break
-            except subprocess.TimeoutExpired:
-                if time.monotonic() > deadline:
-                    other.kill()
-                    raise AssertionError("the other process did not finish in 300 s") from None
-    assert other.returncode == 0, err.decode(errors="replace")[-3000:]
-    spark.table(table).schema  # noqa: B018
+    its last read (`cache.expiration-interval-ms`), and the other process can take that
+    long on a busy machine (its JVM may still be starting): table is read here every
+    few seconds until it is done."""
+    assert OTHER is not None, "the other process runs during this module's tests"
+    OTHER.run(statement, while_waiting=lambda: spark.table(table).schema)
+    spark.table(table).schema  # noqa: B018 - the read keeps the cached snapshot
 
 
 def snapshots(spark, schema, name) -> list[tuple[int, str]]:
@@ -181,8 +171,7 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
             "    batch.count()\n"
             f"    statement = os.environ.get({OTHER_RUN!r})\n"
             "    if statement:\n"
-            "        other = other_process(statement)\n"
-            "        assert other.returncode == 0, other.stderr[-3000:]\n"
+            "        other_process(statement)\n"
             "        session.sql(f'refresh table {dbt.this}')\n"
             "    return batch\n"
         )

@@ -5,48 +5,11 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 
 import pytest
-from dbt.cli.main import dbtRunner
 
-from tests.conftest import ROOT, RUN_DIR
-
-TARGET = RUN_DIR / "demo_target"
-SCHEMA = "dbt_merge"
-
-
-def dbt(*args: str):
-    """Run dbt in this process on the repository's project, its demo on
-    (DBT_MERGE_DEMO=1, as `make run` sets it); fail with its messages."""
-    os.environ["DBT_MERGE_DEMO"] = "1"
-    try:
-        result = dbtRunner().invoke(
-            [
-                *args,
-                "--project-dir",
-                str(ROOT),
-                "--profiles-dir",
-                str(ROOT),
-                "--target-path",
-                str(TARGET),
-                "--log-path",
-                str(RUN_DIR / "demo_logs"),
-            ]
-        )
-    finally:
-        del os.environ["DBT_MERGE_DEMO"]
-    failures = (
-        [
-            f"{r.node.name}: {r.status}: {r.message}"
-            for r in (result.result or [])
-            if getattr(r, "status", None) not in ("success", "pass")
-        ]
-        if args[0] in ("build", "run")
-        else []
-    )
-    assert result.success, f"dbt {' '.join(args)} failed: {result.exception} {failures}"
-    return result
+from tests.conftest import ROOT
+from tests.demo import SCHEMA, TARGET, dbt
 
 
 def rows(spark, sql: str) -> list[tuple]:
@@ -54,9 +17,10 @@ def rows(spark, sql: str) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def first_build(spark):
-    result = dbt("build", "--full-refresh")
-    return {r.node.name: r.status for r in result.result}
+def first_build(demo_build):
+    """Each node's status in the run's first demo build (conftest.py)."""
+    statuses, _ = demo_build
+    return statuses
 
 
 def test_first_build_runs_every_node(first_build):

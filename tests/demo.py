@@ -1,0 +1,109 @@
+"""The repository's demo in this process: its dbt calls, and its stored tables read for a
+comparison (the demo tests and the cluster test share one first build, `demo_build` in
+conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from dbt.cli.main import dbtRunner
+
+from tests.conftest import ROOT, RUN_DIR
+
+TARGET = RUN_DIR / "demo_target"
+SCHEMA = "dbt_merge"
+# Columns whose values depend on the run, not on the data, are left out: the dbt
+# invocation that recorded a provenance event and when (invocation_id, recorded_at of
+# the provenance tables), when a row was loaded (demo_event_log.loaded_at,
+# current_timestamp()) and Iceberg snapshot ids, which are random
+# (orders__provenance.table_version, the auto-merge plan's and provenance's snapshot_id).
+RUN_DEPENDENT = {
+    "invocation_id",
+    "recorded_at",
+    "loaded_at",
+    "table_version",
+    "snapshot_id",
+    "_batch",  # an entity merge's state: the time of the run that wrote a row
+    "edges_snapshot",  # the edges' digest: the Iceberg snapshot it describes
+}
+# and per table: an offline plan's bin ids hash their first member, here a data file's
+# path (which carries a random UUID)
+TABLE_RUN_DEPENDENT = {"daily_events_compaction_plan": {"bin_id"}}
+# Data file names carry a random UUID per write (Iceberg: 00000-0-<uuid>-0-00001.parquet,
+# Spark: part-00000-<uuid>-c000.snappy.parquet) and their paths the warehouse: inside any
+# value (e.g. the auto-merge plan's file_paths) a data file's path or name becomes this.
+DATA_FILE = re.compile(
+    r"[^\"\s,\[\]]*[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    r"[^\"\s,\[\]]*\.(?:parquet|avro|orc)"
+)
+
+
+def dbt(*args: str):
+    """Run dbt in this process on the repository's project, its demo on
+    (DBT_MERGE_DEMO=1, as `make run` sets it); fail with its messages."""
+    os.environ["DBT_MERGE_DEMO"] = "1"
+    try:
+        result = dbtRunner().invoke(
+            [
+                *args,
+                "--project-dir",
+                str(ROOT),
+                "--profiles-dir",
+                str(ROOT),
+                "--target-path",
+                str(TARGET),
+                "--log-path",
+                str(RUN_DIR / "demo_logs"),
+            ]
+        )
+    finally:
+        del os.environ["DBT_MERGE_DEMO"]
+    failures = (
+        [
+            f"{r.node.name}: {r.status}: {r.message}"
+            for r in (result.result or [])
+            if getattr(r, "status", None) not in ("success", "pass")
+        ]
+        if args[0] in ("build", "run")
+        else []
+    )
+    assert result.success, f"dbt {' '.join(args)} failed: {result.exception} {failures}"
+    return result
+
+
+def stored_tables(warehouse: Path) -> dict[str, tuple[Path, str]]:
+    """The demo schema's tables: Iceberg (hadoop catalog: <warehouse>/<schema>/<table>)
+    and Hive ones (<warehouse>/<schema>.db/<table>, here parquet)."""
+    tables = {}
+    for table in sorted((warehouse / SCHEMA).iterdir()):
+        if (table / "metadata").is_dir():
+            tables[table.name] = (table, "iceberg")
+    hive = warehouse / f"{SCHEMA}.db"
+    for table in sorted(hive.iterdir()) if hive.is_dir() else []:
+        assert table.name not in tables
+        tables[table.name] = (table, "parquet")
+    return tables
+
+
+def read_table(spark, path: Path, fmt: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """(columns with types, rows as sorted JSON lines) without the run-dependent columns."""
+    df = spark.read.format(fmt).load(str(path))
+    columns = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+    dependent = RUN_DEPENDENT | TABLE_RUN_DEPENDENT.get(path.name, set())
+    df = df.drop(*[name for name, _ in columns if name in dependent])
+    rows = sorted(
+        DATA_FILE.sub(
+            "<data file>",
+            json.dumps(row.asDict(recursive=True), sort_keys=True, default=str, ensure_ascii=False),
+        )
+        for row in df.collect()
+    )
+    return columns, rows
+
+
+def read_tables(spark, warehouse: Path) -> dict[str, tuple[list[tuple[str, str]], list[str]]]:
+    """Every stored table of the demo schema in warehouse, read by `read_table`."""
+    return {name: read_table(spark, *table) for name, table in stored_tables(warehouse).items()}
