@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from dbt_merge.entity_merge.closure import ClosureError
+from dbt_merge.entity_merge.closure import ClosureError, ClosureStats
 from dbt_merge.entity_merge.closure_memory import DriverMemory, state_fits
 from dbt_merge.entity_merge.components import (
     PREVIOUS_COMPONENT,
@@ -72,8 +72,10 @@ def apply(state: dict, batch_rows: list) -> None:
             state[row["node"]] = (row["component"], row["_batch"], row[PREVIOUS_COMPONENT])
 
 
-def batch_rows(spark, edges: str, state: str, in_driver: bool) -> list:
-    out = entity_components(spark.table(edges), previous=state, state_in_driver=in_driver)
+def batch_rows(spark, edges: str, state: str, in_driver: bool, **closure_options) -> list:
+    out = entity_components(
+        spark.table(edges), previous=state, state_in_driver=in_driver, **closure_options
+    )
     assert READ_AT in out.columns
     return sorted(out.drop(READ_AT).collect(), key=lambda row: row["node"])
 
@@ -92,6 +94,7 @@ def test_the_state_in_the_driver_writes_what_the_hops_in_spark_write(spark, sche
     edges = write(spark, "edges", graph.edges(), EDGES_SCHEMA)
     first = entity_components(spark.table(edges)).collect()
     state = {row["node"]: (row["component"], row["_batch"], None) for row in first}
+    in_spark_closures = 0
     for batch in range(2, 12):
         graph.change(batch=batch, count=graph.random.randrange(1, 6))
         edges = write(spark, "edges", graph.edges(), EDGES_SCHEMA)
@@ -101,6 +104,12 @@ def test_the_state_in_the_driver_writes_what_the_hops_in_spark_write(spark, sche
         in_driver = batch_rows(spark, edges, stored, in_driver=True)
         in_spark = batch_rows(spark, edges, stored, in_driver=False)
         assert in_driver == in_spark, f"batch {batch}"
+        # the affected subgraph too large for the driver: connected_components closes it
+        stats = ClosureStats()
+        in_both = batch_rows(spark, edges, stored, True, max_driver_edges=0, stats=stats)
+        assert in_both == in_spark, f"batch {batch}, the subgraph closed in Spark"
+        assert stats.method == "distributed" or stats.edges == 0, stats
+        in_spark_closures += stats.method == "distributed"
         assert in_driver, f"batch {batch} wrote nothing"
         assert all(row["_batch"] == batch for row in in_driver)
         assert {row["node"] for row in in_driver if not row[STORED]} <= {
@@ -115,6 +124,7 @@ def test_the_state_in_the_driver_writes_what_the_hops_in_spark_write(spark, sche
         for node, rows in graph.rows.items():
             if rows[0][1] is None and node in state:
                 assert state[node][0] is None, (batch, node)
+    assert in_spark_closures > 0, "no subgraph was closed in Spark"
 
 
 def test_the_choice_is_logged_and_bad_choices_are_named(spark, schema, caplog, monkeypatch):

@@ -394,12 +394,15 @@ def _close_in_driver(live: DataFrame, nodes, **closure_options: Any):
     spark = live.sparkSession
     stats = closure_options.get("stats") or ClosureStats()
     started = time.monotonic()
-    if len(nodes) <= BROADCAST_ROWS:
-        chosen = from_driver(spark, pa.table({"src": nodes}), "src string")
-        subgraph = _arrow(live.join(F.broadcast(chosen), "src", "left_semi"))
+    few = len(nodes) <= BROADCAST_ROWS
+    chosen = from_driver(spark, pa.table({"src": nodes}), "src string")
+    subgraph_rows = live.join(F.broadcast(chosen) if few else chosen, "src", "left_semi")
+    if few:
+        subgraph = _arrow(subgraph_rows)
     else:
         every = _arrow(live)
         subgraph = every.filter(pc.is_in(every.column("src"), value_set=nodes))
+        del every
     sources, targets = subgraph.column("src"), subgraph.column("dst")
     name_bytes = pc.sum(pc.binary_length(sources)).as_py() or 0
     name_bytes += pc.sum(pc.binary_length(targets)).as_py() or 0
@@ -411,10 +414,8 @@ def _close_in_driver(live: DataFrame, nodes, **closure_options: Any):
         fits, stats.reason = decide(subgraph.num_rows, name_bytes, driver_memory(spark))
     if not fits:
         logger.info("entity_components: the affected subgraph closed in Spark: %s", stats.reason)
-        closed = connected_components(
-            from_driver(spark, subgraph, "src string, dst string"), "src", "dst", **closure_options
-        )
-        return _arrow(closed)
+        del subgraph, sources, targets
+        return _arrow(connected_components(subgraph_rows, "src", "dst", **closure_options))
     names, components = label_arrow(sources, targets)
     stats.method, stats.rounds = "driver", 1
     stats.edges, stats.nodes = subgraph.num_rows, len(names)
