@@ -140,7 +140,9 @@ def connected_components(
         F.sum(F.octet_length("s") + F.octet_length("d")).alias("name_bytes"),
     ).first()
     stats.edges, name_bytes = int(measured["edges"]), int(measured["name_bytes"] or 0)
-    on_driver, stats.reason = _choose(spark, stats.edges, name_bytes, max_driver_edges, driver_free)
+    on_driver, stats.reason = choose_driver(
+        spark, stats.edges, name_bytes, max_driver_edges, driver_free
+    )
     logger.info("closure: %s method: %s", "driver" if on_driver else "distributed", stats.reason)
     if on_driver:
         stats.method, stats.rounds = "driver", 1
@@ -162,7 +164,7 @@ def connected_components(
     return labelled
 
 
-def _choose(
+def choose_driver(
     spark, edges: int, name_bytes: int, max_driver_edges: int | None, free: DriverMemory | None
 ) -> tuple[bool, str]:
     """(driver method or not, why): max_driver_edges when given, else by memory."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -40,11 +41,12 @@ from dbt_merge.core.spark import materialize
 from dbt_merge.entity_merge.closure import (
     ClosureError,
     ClosureStats,
+    choose_driver,
     connected_components,
     from_driver,
     label_arrow,
 )
-from dbt_merge.entity_merge.closure_memory import decide, driver_memory, state_fits
+from dbt_merge.entity_merge.closure_memory import driver_memory, state_fits
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +130,10 @@ def entity_components(
     if previous is not None and not isinstance(previous, DataFrame):
         table = _table_name(previous)
         previous, read_at = _read_pinned(edges.sparkSession, table)
-    in_driver = read_at is not None and _state_in_driver(edges.sparkSession, table, state_in_driver)
+
+    def in_driver() -> bool:  # asked once a run has new batches to close
+        return read_at is not None and _state_in_driver(edges.sparkSession, table, state_in_driver)
+
     rows = _components(edges, previous, in_driver, **closure_options)
     return rows if read_at is None else rows.withColumn(READ_AT, F.lit(read_at).cast("bigint"))
 
@@ -167,11 +172,14 @@ def _read_pinned(session: SparkSession, name: str) -> tuple[DataFrame, int | Non
 
 
 def _components(
-    edges: DataFrame, previous: DataFrame | None, in_driver: bool = False, **closure_options: Any
+    edges: DataFrame,
+    previous: DataFrame | None,
+    in_driver: Callable[[], bool] = lambda: False,
+    **closure_options: Any,
 ) -> DataFrame:
-    """entity_components' rows, from previous as a DataFrame; in_driver: a run that
-    follows the change finds the affected components in the driver
-    (``_closed_in_driver``), else in Spark."""
+    """entity_components' rows, from previous as a DataFrame; in_driver: asked when a
+    run that follows the change has new batches to close, whether it finds the affected
+    components in the driver (``_closed_in_driver``) or in Spark."""
     if "_batch" not in edges.columns:
         components = connected_components(edges, "src", "dst", **closure_options)
         return _for_writing(components.where(~F.col("node").startswith(VALUE_NODE_PREFIX)))
@@ -201,7 +209,7 @@ def _components(
         closed = connected_components(live, "src", "dst", **closure_options)
         return _changes(closed, _previous_labels(previous), batch)
 
-    if in_driver:
+    if in_driver():
         return _closed_in_driver(live, previous, new, batch, **closure_options)
     # each step is computed once and joined by broadcast while it is small: the stored
     # edges and components are then read without a shuffle
@@ -406,12 +414,13 @@ def _close_in_driver(live: DataFrame, nodes, **closure_options: Any):
     sources, targets = subgraph.column("src"), subgraph.column("dst")
     name_bytes = pc.sum(pc.binary_length(sources)).as_py() or 0
     name_bytes += pc.sum(pc.binary_length(targets)).as_py() or 0
-    max_driver_edges = closure_options.get("max_driver_edges")
-    if max_driver_edges is not None:
-        fits = subgraph.num_rows <= max_driver_edges
-        stats.reason = f"{subgraph.num_rows:,} edges, max_driver_edges={max_driver_edges:,}"
-    else:
-        fits, stats.reason = decide(subgraph.num_rows, name_bytes, driver_memory(spark))
+    fits, stats.reason = choose_driver(
+        spark,
+        subgraph.num_rows,
+        name_bytes,
+        closure_options.get("max_driver_edges"),
+        closure_options.get("driver_free"),
+    )
     if not fits:
         logger.info("entity_components: the affected subgraph closed in Spark: %s", stats.reason)
         del subgraph, sources, targets
@@ -450,11 +459,8 @@ def _changes_arrow(closed, affected, batch: int):
             "$closed": pa.array(np.ones(closed.num_rows, dtype=bool)),
         }
     )
-    affected = affected.set_column(0, "node", affected.column("node").cast(pa.large_string()))
-    previous_type = pa.large_string()
-    affected = affected.set_column(
-        1, PREVIOUS_COMPONENT, affected.column(PREVIOUS_COMPONENT).cast(previous_type)
-    )
+    for index, name in enumerate(("node", PREVIOUS_COMPONENT)):
+        affected = affected.set_column(index, name, affected.column(name).cast(pa.large_string()))
     joined = closed.join(affected, "node", join_type="full outer")
     node, component = joined.column("node"), joined.column("component")
     previous = joined.column(PREVIOUS_COMPONENT)
