@@ -47,7 +47,8 @@ affected as (
      members sorted by dataset offset, then id. A deleted entity is a component of its
      own, and so is an entity the closure did not see. With scope (a change-following
      run, _entity_change_scope), only the components that changed since scope.since:
-     the CTE affected holds their nodes. --#}
+     the CTE affected holds their nodes, and each dataset is filtered by them, or with
+     scope.wide (many: _entity_affected_join_rows) joined with them once. --#}
 {% macro _entity_members_ctes(spec, components, props, shuffle, scope=none) %}
 {%- if scope %}
 {{ dbt_merge._entity_affected_cte(scope) }},
@@ -77,7 +78,7 @@ members as (
         {{- dbt_merge._entity_member_properties_sql(dataset, props) }}
         {{ dbt_merge._member_json_sql(dataset, props) }} as member_json
     from {{ dataset.relation }} as {{ dataset.alias }}
-    {%- if scope %}
+    {%- if scope and not scope.wide %}
     where {{ dbt_merge._entity_node_sql(dataset) }} in (select node from affected)
     {%- endif %}
     {%- if shuffle %}
@@ -96,7 +97,13 @@ assigned as (
             else c.component
         end as component
     from members as m
+    {%- if scope and scope.wide %}
+    -- every record, joined once with the affected nodes (a node without a component
+    -- is one that left the graph)
+    join affected as c
+    {%- else %}
     left join components as c
+    {%- endif %}
         on c.node = {{ dbt_merge._member_node_sql('m') }}
 ),
 

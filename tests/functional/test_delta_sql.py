@@ -332,6 +332,8 @@ NOT_SQL = {
     "_entity_state_broadcast_limit": "returns a number (the most rows of a batch written "
     "with placeholders)",
     "_entity_state_saved_threshold": "returns the name of a session setting",
+    "_entity_affected_join_rows": "returns a number (the most affected nodes the datasets "
+    "are filtered by)",
     "_conf_bytes": "returns a number (a Spark size setting in bytes)",
     "_entity_merge_spec": "returns the checked declaration (a dict)",
     "_entity_merge_parse_spec": "parse-time stand-in of _entity_merge_spec (a dict)",

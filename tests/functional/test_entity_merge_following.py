@@ -20,6 +20,7 @@ composite with strategy default, first with compact, composite with list.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import random
 import re
@@ -402,8 +403,14 @@ class TestFollowingTheChange(InstallsDbtMerge):
         for round_number in range(16):
             deliveries.random_delivery()
             point = FAILURES.get(round_number)
-            limit = ["--vars", "{dbt_merge_state_filter_limit: 0}"]
-            args = limit if round_number >= PLACEHOLDERS else []
+            # from round PLACEHOLDERS on, the state MERGEs list no keys; in odd rounds
+            # the merged models join every record with the affected nodes, as many
+            # affected nodes make them (in even rounds each dataset is filtered by them)
+            variables = {
+                **({"dbt_merge_state_filter_limit": 0} if round_number >= PLACEHOLDERS else {}),
+                **({"dbt_merge_affected_join_rows": 0} if round_number % 2 else {}),
+            }
+            args = ["--vars", json.dumps(variables)] if variables else []
             if round_number == PLACEHOLDERS:
                 default_threshold = spark.conf.get(THRESHOLD)
                 spark.conf.set(THRESHOLD, LOW_THRESHOLD)
@@ -479,6 +486,9 @@ class TestFollowingTheChange(InstallsDbtMerge):
             assert len(old_ids) == len(COMBOS), round_number
             travelled = {"version as of" in q for q in old_ids}
             assert travelled == {components_runs > 1}, round_number
+            current = [q for q in queries if re.search(r"create table \S+__dbt_merge_current ", q)]
+            joined = {"join affected as c" in q for q in current}
+            assert joined == {bool(round_number % 2)}, round_number
             components_runs = 0
             steps += 1
         spark.conf.set(THRESHOLD, default_threshold)
