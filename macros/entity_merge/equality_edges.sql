@@ -39,6 +39,9 @@
     {% set incremental = is_incremental() %}
     {% set follows_columns = spec.datasets | selectattr('change_sql') | list | length > 0 %}
     {% set digested = dbt_merge._entity_uses_digest(spec) %}
+    {#-- each Iceberg dataset read at its current snapshot, which the digest records --#}
+    {% set snapshots = dbt_merge._entity_dataset_snapshots(spec) if digested else {} %}
+    {% do dbt_merge._entity_pin_datasets(spec, snapshots) %}
     {% set candidates = none %}
     {% set stored = none %}
     {% set changed_relation = none %}
@@ -54,10 +57,18 @@
         {% set digest = dbt_merge._entity_stored_digest(this) if digested else none %}
         {% set unchanged = false %}
         {% if digest is not none %}
+            {#-- a dataset whose snapshot the digest describes is not read at all --#}
+            {% set unread = dbt_merge._entity_mark_unread(spec, snapshots, dbt_merge._entity_digest_snapshots(digest)) %}
+            {% if unread %}
+                {% do log('dbt_merge: ' ~ model.name ~ ': not read, at the snapshot the last run read: ' ~ (unread | join(', ')), info=false) %}
+            {% endif %}
             {#-- only the buckets whose digest differs are compared record by record; their
                  records are read once (candidates), with everything the batch needs --#}
-            {% set buckets = dbt_merge._entity_stage('buckets', dbt_merge._entity_changed_buckets_sql(spec, digest)) %}
-            {% set unchanged = run_query('select 1 from ' ~ buckets ~ ' limit 1').rows | length == 0 %}
+            {% set buckets = none %}
+            {% if unread | length < spec.datasets | length %}
+                {% set buckets = dbt_merge._entity_stage('buckets', dbt_merge._entity_changed_buckets_sql(spec, digest)) %}
+            {% endif %}
+            {% set unchanged = buckets is none or run_query('select 1 from ' ~ buckets ~ ' limit 1').rows | length == 0 %}
             {% if not unchanged %}
                 {% set candidates = dbt_merge._entity_stage('candidates', dbt_merge._entity_current_records_sql(spec, buckets=buckets)) %}
                 {#-- and their stored rows, read once: the comparison and the batch's drops --#}
@@ -89,11 +100,11 @@
     {% do dbt_merge._entity_stage('digest_next', dbt_merge._entity_next_digest_sql(
         digest, changed_relation, records_relation if not unchanged else none
     )) %}
-    {% do dbt_merge._entity_digest_plan('next') %}
+    {% do dbt_merge._entity_digest_plan('next', snapshots=snapshots) %}
 {% elif digested %}
     {#-- a first run computes it from the edges it writes; a run that found no bucket
          changed keeps the stored one --#}
-    {% do dbt_merge._entity_digest_plan('keep' if incremental else 'rebuild') %}
+    {% do dbt_merge._entity_digest_plan('keep' if incremental else 'rebuild', snapshots=snapshots) %}
 {% elif dbt_merge._entity_state_on_iceberg() %}
     {% do dbt_merge._entity_digest_plan('none') %}
 {% endif %}
@@ -121,7 +132,7 @@
     {%- if candidates is not none %}
         {%- do selects.append('select * from ' ~ candidates ~ ' where node in (select node from ' ~ changed_relation ~ ' where records = 1)') %}
     {%- endif %}
-    {%- for dataset in spec.datasets if candidates is none or dataset.change_sql %}
+    {%- for dataset in spec.datasets if (candidates is none or dataset.change_sql) and not dataset.get('unread') %}
         {%- set node = dbt_merge._entity_node_sql(dataset) %}
         {%- set select -%}
     select

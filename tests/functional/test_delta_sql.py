@@ -332,6 +332,10 @@ NOT_SQL = {
     "_entity_state_broadcast_limit": "returns a number (the most rows of a batch written "
     "with placeholders)",
     "_entity_state_saved_threshold": "returns the name of a session setting",
+    "_entity_state_rewrite_limit": "returns a number (the most rows of a components batch "
+    "written by a MERGE)",
+    "_entity_digest_snapshots_property": "returns the name of a table property",
+    "_entity_mark_unread": "marks datasets in a dict, returns their names",
     "_entity_affected_join_rows": "returns a number (the most affected nodes the datasets "
     "are filtered by)",
     "_conf_bytes": "returns a number (a Spark size setting in bytes)",
@@ -498,6 +502,8 @@ NOT_ON_DATABRICKS = {
     "_entity_state_mark_read": STATE_BRANCH,
     "_entity_state_read_base": STATE_BRANCH,
     "_entity_state_branch": STATE_BRANCH,
+    "_entity_state_rewrite_sql": "rewrites a components table on an Iceberg branch: only "
+    "where file_format is iceberg (tested in test_entity_merge_following.py)",
     "_entity_state_check_base": STATE_BRANCH,
     "_entity_state_publish": STATE_BRANCH,
     "_entity_state_raise_broadcast": "sets a session setting on the spark_session adapter only",
@@ -509,6 +515,9 @@ NOT_ON_DATABRICKS = {
     "_entity_state_digest_sql": DIGEST,
     "_entity_next_digest_sql": DIGEST,
     "_entity_digest_plan": DIGEST,
+    "_entity_dataset_snapshots": f"{DIGEST}; reads each dataset's Iceberg history",
+    "_entity_pin_datasets": f"{DIGEST}; Iceberg time travel of the datasets",
+    "_entity_digest_snapshots": f"{DIGEST}; show tblproperties of the digest",
     "finish_incremental_entity_state": f"{DIGEST}; a step of the spark_session flow",
 }
 

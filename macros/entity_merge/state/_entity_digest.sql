@@ -78,14 +78,75 @@
 {% endmacro %}
 
 
+{#-- The Iceberg snapshot of each dataset of the merge that is an Iceberg table (not a
+     view, nor another format): {offset as a string: snapshot id as a string}. The edges
+     model reads such a dataset at that snapshot (_entity_pin_datasets) and its digest
+     records it (_entity_digest_snapshots): the next run does not read a dataset whose
+     snapshot has not moved. --#}
+{% macro _entity_dataset_snapshots(spec) %}
+    {% set snapshots = {} %}
+    {% for dataset in spec.datasets if dbt_merge._table_provider(dataset.relation) == 'iceberg' %}
+        {% set snapshot = dbt_merge._table_version(dataset.relation, 'iceberg') %}
+        {% if snapshot is not none %}
+            {% do snapshots.update({dataset.offset | string: snapshot}) %}
+        {% endif %}
+    {% endfor %}
+    {{ return(snapshots) }}
+{% endmacro %}
+
+
+{#-- Every read of the datasets in snapshots (_entity_dataset_snapshots) by this run
+     (spec) is at that snapshot (Iceberg time travel), so that the digest the run
+     leaves describes it, whatever commits to the dataset meanwhile. --#}
+{% macro _entity_pin_datasets(spec, snapshots) %}
+    {% for dataset in spec.datasets if (dataset.offset | string) in snapshots %}
+        {% do dataset.update({'relation': dataset.relation ~ ' version as of ' ~ snapshots[dataset.offset | string]}) %}
+    {% endfor %}
+{% endmacro %}
+
+
+{#-- The table property of the digest that holds the datasets' snapshots it describes. --#}
+{% macro _entity_digest_snapshots_property() %}
+    {{- return('dbt_merge.dataset_snapshots') -}}
+{% endmacro %}
+
+
+{#-- The datasets' snapshots the stored digest (a relation) describes, as
+     _entity_dataset_snapshots gives them; {} for a digest without them. --#}
+{% macro _entity_digest_snapshots(digest) %}
+    {% set found = run_query('show tblproperties ' ~ digest ~ " ('" ~ dbt_merge._entity_digest_snapshots_property() ~ "')").rows %}
+    {% set value = (found[0][1] | string) if found | length > 0 else '' %}
+    {{ return(fromjson(value) if value.startswith('{') else {}) }}
+{% endmacro %}
+
+
+{#-- Marks each dataset (of spec) whose snapshot (snapshots) is the one the stored
+     digest describes (stored): a run reads no record of it, and compares its stored
+     digest with nothing. Returns the names of those datasets. --#}
+{% macro _entity_mark_unread(spec, snapshots, stored) %}
+    {% set unread = [] %}
+    {% for dataset in spec.datasets %}
+        {% set snapshot = snapshots.get(dataset.offset | string) %}
+        {% if snapshot is not none and snapshot == stored.get(dataset.offset | string) %}
+            {% do dataset.update({'unread': true}) %}
+            {% do unread.append(dataset.name) %}
+        {% endif %}
+    {% endfor %}
+    {{ return(unread) }}
+{% endmacro %}
+
+
 {#-- The select of the buckets (dataset_offset, bucket) whose digest differs between the
-     datasets and the stored digest: the only buckets whose records a run compares. --#}
+     datasets and the stored digest: the only buckets whose records a run compares. A
+     dataset marked unread (_entity_mark_unread) takes no part. --#}
 {% macro _entity_changed_buckets_sql(spec, digest) %}
+    {%- set compared = [] %}
+    {%- for dataset in spec.datasets if not dataset.get('unread') %}{% do compared.append(dataset.offset) %}{% endfor %}
 with
 
 -- the datasets' digest: a row per bucket leaves each task (partial aggregation)
 current_digest as (
-    {%- for dataset in spec.datasets %}
+    {%- for dataset in spec.datasets if not dataset.get('unread') %}
     select
         {{ dataset.offset }} as dataset_offset,
         {{ dbt_merge._entity_bucket_sql('node') }} as bucket,
@@ -106,7 +167,12 @@ select
     coalesce(current_digest.dataset_offset, stored.dataset_offset) as dataset_offset,
     coalesce(current_digest.bucket, stored.bucket) as bucket
 from current_digest
-full outer join {{ digest }} as stored
+full outer join (
+    select * from {{ digest }}
+    {%- if compared | length < spec.datasets | length %}
+    where dataset_offset in ({{ compared | join(', ') }})
+    {%- endif %}
+) as stored
     on stored.dataset_offset = current_digest.dataset_offset
     and stored.bucket = current_digest.bucket
 where not (
@@ -184,13 +250,18 @@ where not (
 {#-- What finish_incremental_entity_state does after this edges run's commit (action):
      store the digest staged as digest_next ('next'), compute it from the stored edges
      ('rebuild', a first run), or nothing ('keep': the stored digest still describes the
-     edges; 'none': a merge without a digest). Set by every run of an edges model on
-     Iceberg, as a temporary view of the session (no table to write): the step runs in
-     the same session, after the model's statement. Returns the view's name. --#}
-{% macro _entity_digest_plan(action=none, relation=this) %}
+     edges, whose property of the datasets' snapshots is brought up to date; 'none': a
+     merge without a digest), and snapshots: the datasets' snapshots the run read
+     (_entity_dataset_snapshots). Set by every run of an edges model on Iceberg, as a
+     temporary view of the session (no table to write): the step runs in the same
+     session, after the model's statement. Returns the view's name. --#}
+{% macro _entity_digest_plan(action=none, relation=this, snapshots={}) %}
     {% set name = (relation.schema ~ '__' ~ relation.identifier ~ '__dbt_merge_digest_plan') | lower %}
     {% if action is not none %}
-        {% do run_query('create or replace temporary view ' ~ name ~ ' as select ' ~ dbt_merge._sql_string(action) ~ ' as action') %}
+        {% do run_query(
+            'create or replace temporary view ' ~ name ~ ' as select ' ~ dbt_merge._sql_string(action) ~ ' as action, '
+            ~ dbt_merge._sql_string(tojson(snapshots, sort_keys=true)) ~ ' as snapshots'
+        ) %}
     {% endif %}
     {{ return(name) }}
 {% endmacro %}
@@ -198,7 +269,8 @@ where not (
 
 {#-- incremental_strategy='entity_state', after the MERGE's commit: the edges model's
      digest, as its run planned it (_entity_digest_plan), stamped with the snapshot
-     just committed. Nothing for a components model. Both: the broadcast threshold
+     just committed, with the datasets' snapshots it describes as a table property
+     (_entity_digest_snapshots_property). Nothing for a components model. Both: the broadcast threshold
      the MERGE raised is put back (_entity_state_raise_broadcast). --#}
 {% macro finish_incremental_entity_state(arg_dict) %}
     {% do dbt_merge._entity_state_restore_broadcast() %}
@@ -207,20 +279,28 @@ where not (
     {% if config.get('file_format') != 'iceberg' or 'src' not in columns or 'fingerprint' not in columns %}
         {{ return(none) }}
     {% endif %}
-    {% set action = run_query('select action from ' ~ dbt_merge._entity_digest_plan(relation=target)).rows[0][0] %}
+    {% set plan = run_query('select action, snapshots from ' ~ dbt_merge._entity_digest_plan(relation=target)).rows[0] %}
+    {% set action, snapshots = plan[0], plan[1] %}
+    {% set digest = dbt_merge._entity_side_relation(target, 'digest') %}
+    {% set property = dbt_merge._sql_string(dbt_merge._entity_digest_snapshots_property()) ~ ' = ' ~ dbt_merge._sql_string(snapshots) %}
     {% set next = dbt_merge._entity_side_relation(target, 'digest_next') %}
     {% if action == 'next' %}
         {% set source = 'select dataset_offset, bucket, records, digest from ' ~ next %}
     {% elif action == 'rebuild' %}
         {% set source = dbt_merge._entity_state_digest_sql(target) %}
     {% else %}
+        {#-- 'keep': the digest describes the datasets read at these snapshots now (a
+             dataset rewritten with the same records has a new one) --#}
+        {% if action == 'keep' and fromjson(snapshots) != dbt_merge._entity_digest_snapshots(digest) %}
+            {% do run_query('alter table ' ~ digest ~ ' set tblproperties (' ~ property ~ ')') %}
+        {% endif %}
         {{ return(none) }}
     {% endif %}
     {#-- the batch committed, the digest not yet: the next run compares every record --#}
     {% do dbt_merge._failpoint('entity_merge.before_digest') %}
     {% set snapshot = dbt_merge._table_version(target, 'iceberg') %}
     {% do run_query(
-        'create or replace table ' ~ dbt_merge._entity_side_relation(target, 'digest') ~ ' using iceberg as\n'
+        'create or replace table ' ~ digest ~ ' using iceberg tblproperties (' ~ property ~ ') as\n'
         ~ 'select dataset_offset, bucket, records, digest, '
         ~ dbt_merge._entity_digest_buckets() ~ ' as buckets, '
         ~ dbt_merge._sql_string(snapshot) ~ ' as edges_snapshot\nfrom (' ~ source ~ ')'
