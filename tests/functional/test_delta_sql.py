@@ -336,6 +336,8 @@ NOT_SQL = {
     "written by a MERGE)",
     "_entity_digest_snapshots_property": "returns the name of a table property",
     "_entity_mark_unread": "marks datasets in a dict, returns their names",
+    "_entity_compare_all_share": "returns a number (the largest share of the merged table "
+    "a change-following run emits again)",
     "_entity_affected_join_rows": "returns a number (the most affected nodes the datasets "
     "are filtered by)",
     "_conf_bytes": "returns a number (a Spark size setting in bytes)",
@@ -515,6 +517,7 @@ NOT_ON_DATABRICKS = {
     "_entity_state_digest_sql": DIGEST,
     "_entity_next_digest_sql": DIGEST,
     "_entity_digest_plan": DIGEST,
+    "_entity_live_rows": f"reads an Iceberg table's snapshot summary; {CHANGE_SCOPE}",
     "_entity_dataset_snapshots": f"{DIGEST}; reads each dataset's Iceberg history",
     "_entity_pin_datasets": f"{DIGEST}; Iceberg time travel of the datasets",
     "_entity_digest_snapshots": f"{DIGEST}; show tblproperties of the digest",

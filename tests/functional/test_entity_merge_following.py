@@ -61,6 +61,9 @@ DIED_IN = {
 # the rounds whose components batch rewrites the table (no MERGE; every batch's keys
 # over the filter limit and its rows over the rewrite limit, as a large batch is)
 REWRITES = {3, 4, 8}
+# the rounds whose merged runs compare every entity, as a large share written since
+# makes them (compare_all_share)
+COMPARE_ALL = {4, 11, 15}
 # the rounds from which the state MERGEs list no keys (as batches over 20,000 keys
 # do): new keys are inserted as placeholders, then a MERGE updates and deletes
 PLACEHOLDERS = 10
@@ -421,6 +424,7 @@ class TestFollowingTheChange(InstallsDbtMerge):
                 ),
                 **({"dbt_merge_state_rewrite_limit": 0} if rewrites else {}),
                 **({"dbt_merge_affected_join_rows": 0} if round_number % 2 else {}),
+                **({"dbt_merge_compare_all_share": 0} if round_number in COMPARE_ALL else {}),
             }
             args = ["--vars", json.dumps(variables)] if variables else []
             if round_number == PLACEHOLDERS:
@@ -509,12 +513,17 @@ class TestFollowingTheChange(InstallsDbtMerge):
             assert used_digest(queries) != stale, round_number
             components_runs += 1
             old_ids = [q for q in queries if re.search(r"create table \S+__dbt_merge_old_ids ", q)]
-            assert len(old_ids) == len(COMBOS), round_number
-            travelled = {"version as of" in q for q in old_ids}
-            assert travelled == {components_runs > 1}, round_number
             current = [q for q in queries if re.search(r"create table \S+__dbt_merge_current ", q)]
-            joined = {"join affected as c" in q for q in current}
-            assert joined == {bool(round_number % 2)}, round_number
+            if round_number in COMPARE_ALL:
+                # every entity compared: none of the change-following stages
+                assert not old_ids and not current, round_number
+                assert not [q for q in queries if "__dbt_merge_affected" in q], round_number
+            else:
+                assert len(old_ids) == len(COMBOS), round_number
+                travelled = {"version as of" in q for q in old_ids}
+                assert travelled == {components_runs > 1}, round_number
+                joined = {"join affected as c" in q for q in current}
+                assert joined == {bool(round_number % 2)}, round_number
             components_runs = 0
             steps += 1
         spark.conf.set(THRESHOLD, default_threshold)

@@ -452,7 +452,7 @@ def test_the_entity_merge_reference_is_the_declaration_the_macros_check():
 
 def test_the_entity_state_reference_is_the_configs_the_strategy_reads():
     text = source("macros/entity_merge/state/*.sql", "macros/entity_merge/merge_entities.sql")
-    read = dict(re.findall(r"config\.get\('(\w+)', var\('\w+', (\d+)\)\)", text))
+    read = dict(re.findall(r"config\.get\('(\w+)', var\('\w+', ([\d.]+)\)\)", text))
     assert_same_names("entity_state", read)
     for name, default in read.items():
         assert default_cell("entity_state", name) == default
