@@ -11,7 +11,6 @@ equal to `twin`, which never failed: the same rows and the same provenance event
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -29,12 +28,14 @@ BATCH = """
     '2': "(1, 2, 'a2', false), (2, 2, null, true), (4, 1, 'd', false)",
     '3': "(3, 2, 'c3', false), (5, 1, 'e', false)",
 } %}
--- stall_rows: each query that reads the batch first hashes this many numbers (a MERGE
--- source must be deterministic, so no sleep)
+-- STALL_ROWS: each query that reads the batch first hashes this many numbers (a MERGE
+-- source must be deterministic, so no sleep). The batch and the stall are environment
+-- variables, not --vars: a change of vars makes dbt parse the whole project again (the
+-- package's 700 macros) in every process, a changed env_var only this file
 select id, ts, name, is_deleted
-from values {{ rows[var('batch') | string] }} as t(id, ts, name, is_deleted)
+from values {{ rows[env_var('BATCH')] }} as t(id, ts, name, is_deleted)
 cross join (
-    select count(distinct hash(id) % 7) as stall from range({{ var('stall_rows', 0) }})
+    select count(distinct hash(id) % 7) as stall from range({{ env_var('STALL_ROWS', '0') }})
 ) where stall >= 0
 """
 
@@ -65,12 +66,12 @@ class Project:
         self.args = ["--project-dir", str(path), "--profiles-dir", str(path)]
         self.log = path / "logs" / "dbt.log"
 
-    def dbt(self, *command: str) -> subprocess.CompletedProcess:
+    def dbt(self, *command: str, **env: str) -> subprocess.CompletedProcess:
         proc = subprocess.run(
             [DBT, *command, *self.args],
             capture_output=True,
             text=True,
-            env=process_env(),
+            env=process_env(**env),
             timeout=600,
         )
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
@@ -78,18 +79,17 @@ class Project:
 
     def run(self, batch: int, *select: str) -> None:
         selection = ["--select", *select] if select else []
-        self.dbt("run", "--vars", json.dumps({"batch": batch}), *selection)
+        self.dbt("run", *selection, BATCH=str(batch))
 
     def kill_at(self, batch: int, statement: str, stall_rows: int, after: float) -> str:
         """Run `killed` alone; SIGKILL its process group `after` seconds after the log
         shows `statement` (a regular expression). Returns the log's tail for messages."""
         start = self.log.stat().st_size if self.log.exists() else 0
-        variables = json.dumps({"batch": batch, "stall_rows": stall_rows})
         proc = subprocess.Popen(
-            [DBT, "run", "--vars", variables, "--select", "killed", *self.args],
+            [DBT, "run", "--select", "killed", *self.args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env=process_env(),
+            env=process_env(BATCH=str(batch), STALL_ROWS=str(stall_rows)),
             start_new_session=True,
         )
         pattern = re.compile(statement, re.I)
