@@ -52,9 +52,11 @@
             {#-- they committed, but no entity's component changed --#}
             {{ return(nothing) }}
         {% endif %}
-        {#-- a large share changed: comparing every entity costs less --#}
-        {% set limit = dbt_merge._entity_compare_all_share() * dbt_merge._entity_live_rows(this) %}
-        {% if found[0] > limit %}
+        {#-- a large share changed: comparing every entity costs less. Not with change
+             columns: their state does not see a hard delete, which a comparison of
+             every entity would (the result would depend on the share) --#}
+        {% set columns_follow = spec.datasets | selectattr('change_sql') | list | length > 0 %}
+        {% if not columns_follow and found[0] > dbt_merge._entity_compare_all_share() * dbt_merge._entity_live_rows(this) %}
             {% do log('dbt_merge: ' ~ model.name ~ ': ' ~ found[0] ~ ' entities written since the last run, over '
                 ~ dbt_merge._entity_compare_all_share() ~ ' of the table: every entity is compared', info=false) %}
             {% set scope = none %}
