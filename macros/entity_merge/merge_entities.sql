@@ -42,11 +42,13 @@
         {{ return(nothing) }}
     {% endif %}
     {% if scope %}
-        {#-- a change-following run: what the components runs since wrote --#}
+        {#-- a change-following run: what the components runs since wrote (entity
+             nodes, the runs that wrote them, and every node) --#}
+        {% set entity = dbt_merge._is_entity_node_sql('node') %}
         {% set found = run_query(
-            'select count(*), ' ~ ('count(distinct `_batch`)' if scope.previous else '0')
-            ~ ' from ' ~ components ~ ' where `_batch` > ' ~ scope.since
-            ~ ' and ' ~ dbt_merge._is_entity_node_sql('node')
+            'select count_if(' ~ entity ~ '), '
+            ~ ('count(distinct if(' ~ entity ~ ', `_batch`, null))' if scope.previous else '0')
+            ~ ', count(*) from ' ~ components ~ ' where `_batch` > ' ~ scope.since
         ).rows[0] %}
         {% if found[0] == 0 %}
             {#-- they committed, but no entity's component changed --#}
@@ -56,9 +58,9 @@
              columns: their state does not see a hard delete, which a comparison of
              every entity would (the result would depend on the share) --#}
         {% set columns_follow = spec.datasets | selectattr('change_sql') | list | length > 0 %}
-        {% if not columns_follow and found[0] > dbt_merge._entity_compare_all_share() * dbt_merge._entity_live_rows(this) %}
-            {% do log('dbt_merge: ' ~ model.name ~ ': ' ~ found[0] ~ ' entities written since the last run, over '
-                ~ dbt_merge._entity_compare_all_share() ~ ' of the table: every entity is compared', info=false) %}
+        {% if not columns_follow and found[2] > dbt_merge._entity_compare_all_share() * dbt_merge._entity_live_rows(components) %}
+            {% do log('dbt_merge: ' ~ model.name ~ ': ' ~ found[2] ~ ' nodes written since the last run, over '
+                ~ dbt_merge._entity_compare_all_share() ~ ' of the components: every entity is compared', info=false) %}
             {% set scope = none %}
         {% endif %}
     {% endif %}
@@ -250,13 +252,12 @@ from numbered
 {% endmacro %}
 
 
-{#-- The largest share of the table's rows that a change-following run of the merged
-     model takes as entities to emit again (entity nodes the components runs since
-     wrote); above it, the run compares every entity, as a run without the components'
-     history does. On the 3M benchmark's tables, both took the same time with 17.6% of
-     the graph's nodes written (a delivery that changed 5% of the records), and with
-     52% comparing every entity took 81 s against 105 s (one loaded run, the full
-     build 80 s). The merged model's config compare_all_share, else the var
+{#-- The largest share of the components' nodes (the rows of their table) that the
+     components runs since a change-following run of the merged model may have written;
+     above it, the run compares every entity, as a run without the components' history
+     does. On the 3M benchmark's tables, both took the same time with 17.6% of the
+     nodes written (a delivery that changed 5% of the records), and with 52% comparing
+     every entity took 81 s against 105 s (one loaded run, the full build 80 s). The merged model's config compare_all_share, else the var
      dbt_merge_compare_all_share, else 0.2. --#}
 {% macro _entity_compare_all_share() %}
     {{- return(config.get('compare_all_share', var('dbt_merge_compare_all_share', 0.2)) | float) -}}
