@@ -257,21 +257,27 @@ from numbered
      above it, the run compares every entity, as a run without the components' history
      does. On the 3M benchmark's tables, both took the same time with 17.6% of the
      nodes written (a delivery that changed 5% of the records), and with 52% comparing
-     every entity took 81 s against 105 s (one loaded run, the full build 80 s). The merged model's config compare_all_share, else the var
-     dbt_merge_compare_all_share, else 0.2. --#}
+     every entity took 81 s against 105 s (one loaded run, the full build 80 s). The
+     merged model's config compare_all_share, else the var dbt_merge_compare_all_share,
+     else 0.2. --#}
 {% macro _entity_compare_all_share() %}
     {{- return(config.get('compare_all_share', var('dbt_merge_compare_all_share', 0.2)) | float) -}}
 {% endmacro %}
 
 
 {#-- The live rows of the Iceberg table relation, from its current snapshot's summary
-     (metadata, no scan): its records less its position and equality deletes. --#}
+     (metadata, no scan): its records less its position and equality deletes; 0 for a
+     table without a snapshot. --#}
 {% macro _entity_live_rows(relation) %}
+    {% set snapshot = dbt_merge._table_version(relation, 'iceberg') %}
+    {% if snapshot is none %}
+        {{ return(0) }}
+    {% endif %}
     {% set found = run_query(
         "select cast(summary['total-records'] as bigint)"
         ~ " - coalesce(cast(summary['total-position-deletes'] as bigint), 0)"
         ~ " - coalesce(cast(summary['total-equality-deletes'] as bigint), 0)"
-        ~ ' from ' ~ relation ~ '.snapshots where snapshot_id = ' ~ dbt_merge._table_version(relation, 'iceberg')
+        ~ ' from ' ~ relation ~ '.snapshots where snapshot_id = ' ~ snapshot
     ).rows %}
     {{ return(found[0][0] if found | length > 0 and found[0][0] is not none else 0) }}
 {% endmacro %}
