@@ -21,9 +21,10 @@ state, SPEC §1 'Change-driven runs'): a full build, then deliveries that change
 and 1% of the records (a new email: one in ten takes a far person's, so components
 join, the others a fresh one, so records whose email linked them split off), then one
 that changes nothing (the datasets built again: new Iceberg snapshots of the same
-records), and one more without building them (no new snapshot); each run's three merge nodes are timed and divided by the full
-build's, and the share of the graph's nodes the components run wrote is printed (the
-nodes of the changed records and those whose component changed; what an incremental
+records), and one more without building them (no new snapshot); each run's three
+merge nodes are timed and divided by the full build's, and the share of the graph's
+nodes the components run wrote is printed (the nodes of the changed records and those
+whose component changed; what an incremental
 run costs grows with the components it closes again: `--chain 25` makes every
 component ~94 records).
 With --change-column as well, every dataset carries `_changed_at` (the day of the
