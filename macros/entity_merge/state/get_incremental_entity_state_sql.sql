@@ -52,24 +52,19 @@ select 'dbt_merge: an empty batch, nothing to write' as entity_state
         {%- set base = dbt_merge._entity_state_read_base(target, source, source_columns) if iceberg else none %}
         {%- set branch = none %}
         {%- set written = target %}
-        {%- if rewrite %}
+        {%- if rewrite or (placeholders and iceberg) %}
+            {#-- on a branch of the run's own: the rewrite (one commit), or the
+                 placeholders and the MERGE (two) --#}
             {%- set branch = dbt_merge._entity_state_branch(target, base) %}
-            {%- do run_query(dbt_merge._entity_state_rewrite_sql(target ~ '.branch_' ~ branch.name, source, keys, columns, rows <= 1000000)) %}
-            {%- do dbt_merge._failpoint('entity_merge.before_' ~ state_name ~ '_publish') %}
-            {%- do dbt_merge._entity_state_publish(target, branch) %}
-select 'dbt_merge: the table was rewritten on a branch and published' as entity_state
-        {%- elif placeholders %}
+            {%- set written = target ~ '.branch_' ~ branch.name %}
+        {%- endif %}
+        {%- if placeholders %}
             {#-- a large batch of a state table: its new keys first, as placeholders, so
-                 that the MERGE only updates and deletes; on Iceberg both on a branch --#}
-            {%- if iceberg %}
-                {%- set branch = dbt_merge._entity_state_branch(target, base) %}
-                {%- set written = target ~ '.branch_' ~ branch.name %}
-            {%- endif %}
+                 that the MERGE only updates and deletes --#}
             {%- do run_query(dbt_merge._entity_state_placeholders_sql(written, source, keys, columns, '$stored' in source_columns)) %}
             {%- do dbt_merge._entity_state_raise_broadcast(rows) %}
             {%- do dbt_merge._failpoint('entity_merge.before_' ~ state_name ~ '_merge') %}
         {%- endif %}
-        {%- if not rewrite %}
         {%- set merge -%}
 merge into {{ written }} as target
 using {{ source }} as source
@@ -94,11 +89,10 @@ when not matched and not source.`$drop` then insert ({% for column in columns %}
             {%- endif %}
 {{ merge }}
         {%- else %}
-            {%- do run_query(merge) %}
+            {%- do run_query(dbt_merge._entity_state_rewrite_sql(written, source, keys, columns, rows <= 1000000) if rewrite else merge) %}
             {%- do dbt_merge._failpoint('entity_merge.before_' ~ state_name ~ '_publish') %}
             {%- do dbt_merge._entity_state_publish(target, branch) %}
-select 'dbt_merge: the batch was written on a branch and published' as entity_state
-        {%- endif %}
+select 'dbt_merge: the {{ "table was rewritten" if rewrite else "batch was written" }} on a branch and published' as entity_state
         {%- endif %}
     {%- endif %}
 {% endmacro %}
