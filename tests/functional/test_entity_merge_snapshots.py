@@ -3,7 +3,11 @@ a table dataset at its current snapshot, which the edges' digest records, and th
 run does not read a dataset whose snapshot has not moved (a run where none moved reads
 no record). A view is read every run. A table rewritten with the same records, or
 rolled back to an earlier snapshot, has a snapshot the digest does not describe: it is
-read again. After every run the merged model equals a from-scratch build."""
+read again. After every run the merged model equals a from-scratch build.
+
+The merged model finds what changed since its rows were written from the history of its
+own table: a rollback or a compaction of it, or a rollback of the components, does not
+hide a change (TestStateHistory)."""
 
 from __future__ import annotations
 
@@ -23,39 +27,47 @@ ROWS = {
 STATE = "{{ config(materialized='incremental', incremental_strategy='entity_state') }}\n"
 
 
-class TestDatasetSnapshots(InstallsDbtMerge):
+def snapshot_models() -> dict[str, str]:
+    """The models: a change-following merge and its from-scratch build."""
+    return {
+        # two Iceberg tables and a view over a table the test writes
+        "a.sql": "select * from {{ target.schema }}.input_a",
+        "b.sql": "select * from {{ target.schema }}.input_b",
+        "raw_v.sql": (
+            "{{ config(materialized='view') }} select * from {{ target.schema }}.input_v"
+        ),
+        "s_edges.sql": STATE + "{{ dbt_merge.equality_edges('m') }}",
+        "s_components.py": (
+            "from dbt_merge.entity_merge import entity_components\n\n\n"
+            "def model(dbt, session):\n"
+            "    dbt.config(materialized='incremental', incremental_strategy='entity_state')\n"
+            "    previous = dbt.this if dbt.is_incremental else None\n"
+            "    return entity_components(dbt.ref('s_edges'), previous=previous)\n"
+        ),
+        "s_merged.sql": (
+            "{{ config(materialized='incremental', incremental_strategy='merge',"
+            " unique_key='_id') }}\n"
+            "{{ dbt_merge.merge_entities('m', ref('s_components')) }}"
+        ),
+        # the from-scratch build of the same inputs
+        "r_edges.sql": "{{ dbt_merge.equality_edges('m') }}",
+        "r_components.py": (
+            "from dbt_merge.entity_merge import entity_components\n\n\n"
+            "def model(dbt, session):\n"
+            "    dbt.config(materialized='table')\n"
+            "    return entity_components(dbt.ref('r_edges'))\n"
+        ),
+        "r_merged.sql": "{{ dbt_merge.merge_entities('m', ref('r_components')) }}",
+    }
+
+
+class SnapshotMerge(InstallsDbtMerge):
+    """The project: a change-following merge over two Iceberg tables and a view, and the
+    from-scratch build of the same inputs."""
+
     @pytest.fixture(scope="class")
     def models(self):
-        return {
-            # two Iceberg tables and a view over a table the test writes
-            "a.sql": "select * from {{ target.schema }}.input_a",
-            "b.sql": "select * from {{ target.schema }}.input_b",
-            "raw_v.sql": (
-                "{{ config(materialized='view') }} select * from {{ target.schema }}.input_v"
-            ),
-            "s_edges.sql": STATE + "{{ dbt_merge.equality_edges('m') }}",
-            "s_components.py": (
-                "from dbt_merge.entity_merge import entity_components\n\n\n"
-                "def model(dbt, session):\n"
-                "    dbt.config(materialized='incremental', incremental_strategy='entity_state')\n"
-                "    previous = dbt.this if dbt.is_incremental else None\n"
-                "    return entity_components(dbt.ref('s_edges'), previous=previous)\n"
-            ),
-            "s_merged.sql": (
-                "{{ config(materialized='incremental', incremental_strategy='merge',"
-                " unique_key='_id') }}\n"
-                "{{ dbt_merge.merge_entities('m', ref('s_components')) }}"
-            ),
-            # the from-scratch build of the same inputs
-            "r_edges.sql": "{{ dbt_merge.equality_edges('m') }}",
-            "r_components.py": (
-                "from dbt_merge.entity_merge import entity_components\n\n\n"
-                "def model(dbt, session):\n"
-                "    dbt.config(materialized='table')\n"
-                "    return entity_components(dbt.ref('r_edges'))\n"
-            ),
-            "r_merged.sql": "{{ dbt_merge.merge_entities('m', ref('r_components')) }}",
-        }
+        return snapshot_models()
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
@@ -101,6 +113,21 @@ class TestDatasetSnapshots(InstallsDbtMerge):
         return stages
 
     @staticmethod
+    def write_inputs(spark, schema: str) -> None:
+        for name, rows in ROWS.items():
+            frame = spark.createDataFrame(rows, "_id string, email string")
+            frame.writeTo(f"{schema}.input_{name}").using("iceberg").createOrReplace()
+
+    @staticmethod
+    def live(spark, table: str) -> set[str]:
+        """The ids of the live entities of a merged table."""
+        return {
+            row[0] for row in spark.sql(f"select `_id` from {table} where not `$deleted`").collect()
+        }
+
+
+class TestDatasetSnapshots(SnapshotMerge):
+    @staticmethod
     def reads(stage: list[str], schema: str, name: str) -> str | None:
         """How the stage reads the dataset name: 'pinned' (at a snapshot), 'current', or
         None when it does not."""
@@ -113,9 +140,7 @@ class TestDatasetSnapshots(InstallsDbtMerge):
 
     def test_a_dataset_whose_snapshot_has_not_moved_is_not_read(self, project, spark):
         schema = project.test_schema
-        for name, rows in ROWS.items():
-            frame = spark.createDataFrame(rows, "_id string, email string")
-            frame.writeTo(f"{schema}.input_{name}").using("iceberg").createOrReplace()
+        self.write_inputs(spark, schema)
         run_dbt(["deps"])
         run_dbt(["run", "-s", "a", "b", "raw_v"])
         self.follow(spark, schema)
@@ -181,3 +206,61 @@ class TestDatasetSnapshots(InstallsDbtMerge):
         live = spark.sql(f"select `_id` from {schema}.s_merged where not `$deleted`").collect()
         assert "0|a1|1|b1" in {row[0] for row in live}
         assert recorded()["1"] == str(before_change)
+
+
+class TestStateHistory(SnapshotMerge):
+    @pytest.fixture(scope="class")
+    def models(self):
+        # the merged records of the components as they are, from scratch
+        return {
+            **snapshot_models(),
+            "c_merged.sql": "{{ dbt_merge.merge_entities('m', ref('s_components')) }}",
+        }
+
+    def test_rollbacks_and_compactions_hide_no_change(self, project, spark):
+        schema = project.test_schema
+        merged, components = f"{schema}.s_merged", f"{schema}.s_components"
+        self.write_inputs(spark, schema)
+        run_dbt(["deps"])
+        run_dbt(["run", "-s", "a", "b", "raw_v"])
+        self.follow(spark, schema)
+        built = self.snapshot(spark, merged)
+
+        # b2 joins a1 and b1; then the merged table is rolled back to before that run:
+        # made current after the components' last commit, its rows are older, and the
+        # next run writes the join again
+        spark.sql(f"update {schema}.b set email = 'e1' where _id = 'b2'")
+        self.follow(spark, schema)
+        assert "0|a1|1|b1|1|b2" in self.live(spark, merged)
+        spark.sql(f"call spark_catalog.system.rollback_to_snapshot('{merged}', {built})")
+        assert "0|a1|1|b1|1|b2" not in self.live(spark, merged)
+        self.follow(spark, schema)
+        assert "0|a1|1|b1|1|b2" in self.live(spark, merged)
+
+        # a3 joins v2 in the components, not yet in the merged table, which is then
+        # compacted (an Iceberg 'replace' of the same rows, committed after the
+        # components): the next run writes the join
+        unjoined = self.snapshot(spark, components)
+        spark.sql(f"update {schema}.a set email = 'e5' where _id = 'a3'")
+        run_dbt(["run", "-s", "s_edges", "s_components"])
+        spark.sql(
+            f"call spark_catalog.system.rewrite_data_files(table => '{merged}',"
+            " options => map('rewrite-all', 'true'))"
+        )
+        operation = spark.sql(
+            f"select operation from {merged}.snapshots"
+            f" where snapshot_id = {self.snapshot(spark, merged)}"
+        ).first()[0]
+        assert operation == "replace", operation
+        self.follow(spark, schema)
+        assert "0|a3|2|v2" in self.live(spark, merged)
+
+        # the components rolled back past the snapshot the merged table was built
+        # from (to before a3 joined v2): the merged table follows them as they are
+        spark.sql(f"call spark_catalog.system.rollback_to_snapshot('{components}', {unjoined})")
+        run_dbt(["run", "-s", "s_merged", "c_merged"])
+        follow, scratch = (
+            self.live(spark, f"{schema}.{name}") for name in ("s_merged", "c_merged")
+        )
+        assert follow == scratch
+        assert {"0|a3", "2|v2"} <= follow and "0|a3|2|v2" not in follow

@@ -54,32 +54,44 @@
 
 
 {#-- Where a change-following run of the merged model (this) starts: {since, version},
-     since the components' last batch when this table last changed and version the
-     components' snapshot of that moment (Iceberg time travel), whose components give
-     the ids this table holds. none, so the run compares every entity as before, when
-     the components have no batches (an edges model of an older dbt_merge, or a table
+     since the components' last batch when this table's rows were last written and
+     version the components' snapshot of that moment (Iceberg time travel), whose
+     components give the ids this table holds. That moment is the commit time of the
+     newest snapshot of this table's current history that wrote rows: a rollback makes
+     an older snapshot current again, and a compaction (an Iceberg 'replace') rewrites
+     the same rows; the time either was made current says nothing of the components
+     the rows came from. none, so the run compares every entity as before, when the
+     components have no batches (an edges model of an older dbt_merge, or a table
      edges model that rewrites them all), a file format is not Iceberg, or the
-     components have no snapshot from that moment or were rebuilt since. unchanged:
-     the components have not committed since (then since is none). previous: the
-     components carry previous_component (the component before the run that wrote a
-     row). --#}
+     components have no snapshot from that moment, were rolled back past it or were
+     rebuilt since. unchanged: the components have not committed since (then since is
+     none). previous: the components carry previous_component (the component before
+     the run that wrote a row). --#}
 {% macro _entity_change_scope(spec, components) %}
     {% set columns = adapter.get_columns_in_relation(components) | map(attribute='name') | map('lower') | list %}
     {% if '_batch' not in columns or config.get('file_format') != 'iceberg' %}
         {{ return(none) }}
     {% endif %}
     {% set query %}
-        select cast(snapshot_id as string)
+        select cast(snapshot_id as string), is_current_ancestor
         from {{ components }}.history
-        where is_current_ancestor
-            and made_current_at <= (
-                select max(made_current_at) from {{ this }}.history where is_current_ancestor
-            )
+        where made_current_at <= (
+            select max(committed_at)
+            from {{ this }}.snapshots
+            where operation != 'replace'
+                and snapshot_id in (select snapshot_id from {{ this }}.history where is_current_ancestor)
+        )
         order by made_current_at desc
         limit 1
     {% endset %}
     {% set found = run_query(query).rows %}
     {% if found | length == 0 or found[0][0] is none %}
+        {{ return(none) }}
+    {% endif %}
+    {% if not found[0][1] %}
+        {#-- the components were rolled back past the snapshot this table was built from --#}
+        {% do log('dbt_merge: ' ~ model.name ~ ': ' ~ components ~ ' was rolled back past snapshot ' ~ found[0][0]
+            ~ ', which this table was built from: every entity is compared', info=false) %}
         {{ return(none) }}
     {% endif %}
     {% set version = found[0][0] %}
