@@ -6,6 +6,9 @@ dates, timestamps, text with quotes, commas, backslashes and non-ASCII character
 cells), seeded twice into Iceberg tables of a throw-away project (bench/out/bench_seed_project):
 once with `seed_load: dataframe` (the adapter's path) and once with `seed_load: insert`
 (dbt-spark's), up to `--insert-max` rows (the INSERT path takes minutes at 100k). The
+DataFrame write runs twice: with the CSV read by dbt's own function
+(``agate_helper.from_csv``) and by the adapter's (``csv_table.from_csv``, the same agate
+table faster), and the two readings alone are timed and compared too. The
 figure is the seed node's time as dbt reports it, creating the table, with the
 SparkSession up and warmed by a 100-row seed through both paths; `--repeat` measures
 each size again (a new table each time). The two tables are then compared
@@ -33,7 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from bench_project import OUT, WAREHOUSE, BenchProject  # noqa: E402
+from dbt_common.clients import agate_helper  # noqa: E402
 
+from dbt.adapters.spark_session import csv_table  # noqa: E402
 from dbt.adapters.spark_session import session as sessions  # noqa: E402
 
 SCHEMA = "bench_seed"
@@ -76,12 +81,37 @@ def generate(rows: int, path: Path) -> Path:
     return path
 
 
-def seed_time(name: str, load: str) -> tuple[float, float]:
-    """(dbt's node time, the whole `dbt seed` call) of seeding ``name`` with ``load``."""
+def seed_time(name: str, load: str, reader=csv_table.from_csv) -> tuple[float, float]:
+    """(dbt's node time, the whole `dbt seed` call) of seeding ``name`` with ``load``,
+    the CSV read by ``reader`` (the adapter's, or dbt's own ``DBT_FROM_CSV``)."""
+    agate_helper.from_csv = reader
     started = time.perf_counter()
-    result = PROJECT.dbt("seed", "--select", name, "--vars", json.dumps({"seed_load": load}))
+    try:
+        result = PROJECT.dbt("seed", "--select", name, "--vars", json.dumps({"seed_load": load}))
+    finally:
+        agate_helper.from_csv = csv_table.from_csv
     wall = time.perf_counter() - started
     return result.result.results[0].execution_time, wall
+
+
+def read_times(path: Path) -> dict:
+    """Seconds of reading the CSV into dbt's agate table: dbt's function and the
+    adapter's (csv_table), and whether they gave the same table."""
+    times, tables = {}, {}
+    for name, reader in (("dbt", csv_table.DBT_FROM_CSV), ("adapter", csv_table.from_csv)):
+        started = time.perf_counter()
+        tables[name] = reader(str(path), {})
+        times[f"read_{name}_s"] = round(time.perf_counter() - started, 2)
+    dbt, adapter = tables["dbt"], tables["adapter"]
+    times["same_agate_table"] = (
+        dbt.column_names == adapter.column_names
+        and [type(t) for t in dbt.column_types] == [type(t) for t in adapter.column_types]
+        and all(
+            [repr(v) for v in a.values()] == [repr(v) for v in b.values()]
+            for a, b in zip(dbt.rows, adapter.rows, strict=True)
+        )
+    )
+    return times
 
 
 def same_table(spark, left: str, right: str) -> bool:
@@ -124,15 +154,30 @@ def main() -> None:
     results = []
     for n in [n for _ in range(args.repeat) for n in sizes]:
         row: dict = {"rows": n}
-        paths = [("dataframe", f"frame_{n}")]
+        row.update(read_times(csvs[n]))
+        print(
+            f"{n:>9} rows  reading the CSV: dbt's {row['read_dbt_s']:.2f} s, the adapter's"
+            f" {row['read_adapter_s']:.2f} s, same agate table: {row['same_agate_table']}",
+            flush=True,
+        )
+        # the DataFrame write with the CSV read by dbt's own function, then the adapter's
+        paths = [
+            ("dataframe_dbt_csv", f"frame_{n}", "dataframe", csv_table.DBT_FROM_CSV),
+            ("dataframe", f"frame_{n}", "dataframe", csv_table.from_csv),
+        ]
         if n <= args.insert_max:
-            paths.append(("insert", f"insert_{n}"))
-        for load, name in paths:
+            paths.append(("insert", f"insert_{n}", "insert", csv_table.from_csv))
+        for label, name, load, reader in paths:
             spark.sql(f"drop table if exists {SCHEMA}.{name}")
-            node, wall = seed_time(name, load)
-            row[f"{load}_s"] = round(node, 2)
-            row[f"{load}_wall_s"] = round(wall, 2)
-            print(f"{n:>9} rows  {load:<9} {node:8.2f} s (dbt seed call {wall:.2f} s)", flush=True)
+            node, wall = seed_time(name, load, reader)
+            row[f"{label}_s"] = round(node, 2)
+            row[f"{label}_wall_s"] = round(wall, 2)
+            print(
+                f"{n:>9} rows  {label:<17} {node:8.2f} s (dbt seed call {wall:.2f} s)", flush=True
+            )
+        row["ratio_dbt_csv_to_dataframe"] = round(
+            row["dataframe_dbt_csv_s"] / row["dataframe_s"], 2
+        )
         if "insert_s" in row:
             row["ratio_insert_to_dataframe"] = round(row["insert_s"] / row["dataframe_s"], 1)
             row["same_rows_and_types"] = same_table(spark, f"frame_{n}", f"insert_{n}")
