@@ -42,7 +42,6 @@ DBT_FROM_CSV = agate_helper.from_csv
 _NUMBER = re.compile(r"(-?)([0-9]+(?:\.[0-9]+)?)")
 _DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
 _DATETIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2}) ([0-9]{2}):([0-9]{2}):([0-9]{2})")
-_MISSING = object()
 
 
 def _number(cast: Callable[[Any], Any]) -> Callable[[str], Any]:
@@ -59,30 +58,17 @@ def _number(cast: Callable[[Any], Any]) -> Callable[[str], Any]:
     return fast
 
 
-def _date(cast: Callable[[Any], Any]) -> Callable[[str], Any]:
-    """agate's Date cast with ``%Y-%m-%d``: a date of four, two and two digits, else
-    (a date that does not exist included) agate's cast."""
+def _parsed(pattern: re.Pattern, build: Callable[..., Any], cast: Callable[[Any], Any]):
+    """agate's Date cast with ``%Y-%m-%d`` (pattern _DATE, build date) or DateTime cast
+    with ``%Y-%m-%d %H:%M:%S`` (_DATETIME, datetime): a text of the format's digits is
+    the value strptime's parse ends in; any other text, or a date that does not exist,
+    goes to agate's cast."""
 
     def fast(value: str) -> Any:
-        found = _DATE.fullmatch(value) if type(value) is str else None
+        found = pattern.fullmatch(value) if type(value) is str else None
         if found is not None:
             try:
-                return dt.date(*map(int, found.groups()))
-            except ValueError:
-                pass
-        return cast(value)
-
-    return fast
-
-
-def _datetime(cast: Callable[[Any], Any]) -> Callable[[str], Any]:
-    """agate's DateTime cast with ``%Y-%m-%d %H:%M:%S``, the same way."""
-
-    def fast(value: str) -> Any:
-        found = _DATETIME.fullmatch(value) if type(value) is str else None
-        if found is not None:
-            try:
-                return dt.datetime(*map(int, found.groups()))
+                return build(*map(int, found.groups()))
             except ValueError:
                 pass
         return cast(value)
@@ -104,13 +90,13 @@ def _caster(data_type: agate.DataType) -> Callable[[Any], Any]:
         # a text of a sign and digits
         return _number(data_type.cast)
     if kind is agate.Date and data_type.date_format == "%Y-%m-%d" and not data_type.locale:
-        return _date(data_type.cast)
+        return _parsed(_DATE, dt.date, data_type.cast)
     if (
         kind is agate.DateTime
         and data_type.datetime_format == "%Y-%m-%d %H:%M:%S"
         and not data_type.locale
     ):
-        return _datetime(data_type.cast)
+        return _parsed(_DATETIME, dt.datetime, data_type.cast)
     return data_type.cast
 
 
