@@ -222,15 +222,16 @@ class TestStateHistory(SnapshotMerge):
         merged, components = f"{schema}.s_merged", f"{schema}.s_components"
         self.write_inputs(spark, schema)
         run_dbt(["deps"])
+        following = ["run", "-s", "s_edges", "s_components", "s_merged"]
         run_dbt(["run", "-s", "a", "b", "raw_v"])
-        self.follow(spark, schema)
+        run_dbt(following)
         built = self.snapshot(spark, merged)
 
         # b2 joins a1 and b1; then the merged table is rolled back to before that run:
         # made current after the components' last commit, its rows are older, and the
         # next run writes the join again
         spark.sql(f"update {schema}.b set email = 'e1' where _id = 'b2'")
-        self.follow(spark, schema)
+        run_dbt(following)
         assert "0|a1|1|b1|1|b2" in self.live(spark, merged)
         spark.sql(f"call spark_catalog.system.rollback_to_snapshot('{merged}', {built})")
         assert "0|a1|1|b1|1|b2" not in self.live(spark, merged)

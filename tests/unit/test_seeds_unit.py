@@ -6,6 +6,7 @@ import datetime as dt
 from decimal import Decimal
 
 import agate
+import pyarrow as pa
 import pytest
 from dbt_common.clients.agate_helper import Integer, Number
 from dbt_common.exceptions import DbtRuntimeError
@@ -50,6 +51,32 @@ def test_a_column_is_the_literal_dbt_spark_would_bind(data_type, values, spark_t
     array, source_type = seeds.source_array(data_type, values)
     assert source_type == spark_type
     assert array.to_pylist() == arrow_values
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["0", "-0", "007", "-42", None],
+        ["999999999999999999", "-999999999999999999"],  # 18 digits: longs
+        ["1000000000000000000"],  # 19 digits: a decimal
+        ["1E+3", "12"],
+        ["1.0", "2"],
+        [None, None],
+    ],
+)
+def test_whole_numbers_are_what_arrow_infers(texts):
+    """The longs of whole numbers are what Arrow's inference of the decimals gives."""
+    values = [None if t is None else Decimal(t) for t in texts]
+    array, source_type = seeds.source_array(Number(), values)
+    inferred = pa.array(values)
+    if pa.types.is_null(inferred.type) or (
+        inferred.type.scale == 0 and inferred.type.precision <= 18
+    ):
+        assert (source_type, array.type) == ("bigint", pa.int64())
+        assert array.to_pylist() == inferred.cast(pa.int64()).to_pylist()
+    else:
+        assert source_type == f"decimal({inferred.type.precision},{inferred.type.scale})"
+        assert array.equals(inferred)
 
 
 @pytest.mark.parametrize("value", [Decimal("NaN"), Decimal("Infinity")])

@@ -81,6 +81,13 @@ def _number_array(values: Sequence[Any]) -> tuple[Any, str]:
     for value in values:
         if value is not None and not value.is_finite():
             raise ValueError(f"{value} is not a finite number")
+    # whole numbers written without an exponent, of at most 18 digits: what Arrow
+    # infers (a decimal of scale 0 and precision 18 or less) is a long, which Python
+    # gives without Arrow's inference (a second for 100,000 values)
+    shapes = [v.as_tuple() for v in values if v is not None]
+    if all(shape.exponent == 0 and len(shape.digits) <= 18 for shape in shapes):
+        longs = [None if v is None else int(v) for v in values]
+        return pa.array(longs, type=pa.int64()), "bigint"
     array = pa.array(values)
     if pa.types.is_null(array.type):
         return pa.array(values, type=pa.int64()), "bigint"
