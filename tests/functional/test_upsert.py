@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from tests.functional.entity_merge_fixtures import InstallsDbtMerge
 
-# (id, ts, name, price, is_deleted), three batches chosen by var('batch')
+# (id, ts, name, price, is_deleted), three batches chosen by env_var('DBT_MERGE_TEST_BATCH').
+# When that variable is not set, var('batch') chooses, because test_concurrent_writers.py
+# imports this model and chooses its batch with --vars.
 BATCHES = {
     1: [
         "(1, 2, 'name_2', 'price_2', false)",
@@ -39,7 +43,7 @@ select
     cast(name as string) as name,
     cast(price as string) as price,
     cast(is_deleted as boolean) as is_deleted
-from values {{ batches[var('batch', 1) | string] | join(', ') }}
+from values {{ batches[env_var('DBT_MERGE_TEST_BATCH', var('batch', 1) | string)] | join(', ') }}
     as t(id, ts, name, price, is_deleted)
 """.replace("BATCHES_JSON", json.dumps({str(k): v for k, v in BATCHES.items()}))
 
@@ -53,9 +57,41 @@ def upsert_model(**config) -> str:
         **config,
     }
     rendered = ", ".join(
-        f"{k}={v!r}" if not str(v).startswith("var(") else f"{k}={v}" for k, v in settings.items()
+        f"{k}={v}" if str(v).startswith("env_var(") else f"{k}={v!r}" for k, v in settings.items()
     )
     return f"{{{{ config({rendered}) }}}}\nselect * from {{{{ ref('batch') }}}}"
+
+
+@contextlib.contextmanager
+def dbt_env(env: dict):
+    """Sets DBT_MERGE_TEST_<NAME> to each value of env for the duration of the block.
+
+    Strings are set as they are and other values as JSON text, which the test models read
+    back with env_var(...), `| int` or fromjson(...). A changed environment variable only
+    makes dbt re-parse the files that read it, whereas a changed --vars re-parses the whole
+    project with the package's macros. The previous environment is always restored, so no
+    dbt call sees a variable set for another one.
+    """
+    names = {
+        f"DBT_MERGE_TEST_{key.upper()}": value if isinstance(value, str) else json.dumps(value)
+        for key, value in env.items()
+    }
+    saved = {name: os.environ.get(name) for name in names}
+    try:
+        os.environ.update(names)
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def run_with_env(args: list[str], env: dict, *, capture: bool = False, **kwargs):
+    """One dbt call (run_dbt, or run_dbt_and_capture with capture) under dbt_env(env)."""
+    with dbt_env(env):
+        return (run_dbt_and_capture if capture else run_dbt)(args, **kwargs)
 
 
 PYTHON_UPSERT = """
@@ -77,7 +113,7 @@ MODELS = {
     "event_time.sql": upsert_model(
         precombine_key="ts",
         delete_column="is_deleted",
-        merge_mode="var('event_mode', 'event_time_ordering')",
+        merge_mode="env_var('DBT_MERGE_TEST_EVENT_MODE', 'event_time_ordering')",
     ),
     "commit_time.sql": upsert_model(
         precombine_key="ts", delete_column="is_deleted", merge_mode="commit_time_ordering"
@@ -145,7 +181,7 @@ class TestUpsertSemantics(TableType, InstallsDbtMerge):
         return MODELS
 
     def run_batch(self, number):
-        return run_dbt(["run", "--vars", json.dumps({"batch": number})])
+        return run_with_env(["run"], {"batch": number})
 
     def test_three_batches(self, project, spark):
         schema = project.test_schema
@@ -223,14 +259,10 @@ class TestUpsertSemantics(TableType, InstallsDbtMerge):
     def test_merge_mode_is_fixed_once_the_table_exists(self, project, spark):
         schema = project.test_schema
         before = table(spark, schema, "event_time")
-        _, output = run_dbt_and_capture(
-            [
-                "run",
-                "--select",
-                "event_time",
-                "--vars",
-                json.dumps({"batch": 1, "event_mode": "commit_time_ordering"}),
-            ],
+        _, output = run_with_env(
+            ["run", "--select", "event_time"],
+            {"batch": 1, "event_mode": "commit_time_ordering"},
+            capture=True,
             expect_pass=False,
         )
         text = " ".join(output.split())
@@ -243,9 +275,13 @@ class TestUpsertSemantics(TableType, InstallsDbtMerge):
         schema = project.test_schema
         before = table(spark, schema, "event_time")
         other = OTHER_TYPE[self.table_type]
+        # The project-level config reads var('table_type'), so table_type stays in --vars.
         args = ["run", "--select", "event_time", "--vars"]
-        _, output = run_dbt_and_capture(
-            [*args, json.dumps({"batch": 1, "table_type": other})], expect_pass=False
+        _, output = run_with_env(
+            [*args, json.dumps({"table_type": other})],
+            {"batch": 1},
+            capture=True,
+            expect_pass=False,
         )
         text = " ".join(output.split())
         assert "dbt_merge upsert in model event_time, config 'table_type'" in text
@@ -261,9 +297,12 @@ class TestUpsertSemantics(TableType, InstallsDbtMerge):
             f"alter table {schema}.event_time set tblproperties"
             f" ('dbt_merge.upsert' = '{json.dumps(stored)}')"
         )
-        run_dbt([*args, json.dumps({"batch": 1, "table_type": "copy_on_write"})])
-        _, output = run_dbt_and_capture(
-            [*args, json.dumps({"batch": 1, "table_type": "merge_on_read"})], expect_pass=False
+        run_with_env([*args, json.dumps({"table_type": "copy_on_write"})], {"batch": 1})
+        _, output = run_with_env(
+            [*args, json.dumps({"table_type": "merge_on_read"})],
+            {"batch": 1},
+            capture=True,
+            expect_pass=False,
         )
         assert "table_type: copy_on_write -> merge_on_read" in " ".join(output.split()), (
             "a table without a stored table_type is copy_on_write"
@@ -278,9 +317,9 @@ BAD_MODEL = """
 {% set settings = {
     'materialized': 'incremental', 'incremental_strategy': 'upsert', 'file_format': 'iceberg'
 } %}
-{% do settings.update(var('upsert_config', {})) %}
+{% do settings.update(fromjson(env_var('DBT_MERGE_TEST_UPSERT_CONFIG', '{}'))) %}
 {{ config(**settings) }}
-select * from {{ ref(var('upsert_input', 'batch')) }}
+select * from {{ ref(env_var('DBT_MERGE_TEST_UPSERT_INPUT', 'batch')) }}
 """
 NULL_KEYS = "select * from values (1, 1, true), (null, 2, false) as t(id, ts, is_deleted)"
 TEXT_DELETES = "select * from values (1, 1, 'yes') as t(id, ts, is_deleted)"
@@ -497,8 +536,8 @@ class TestUpsertConfigErrors(InstallsDbtMerge):
         )
 
     def fails(self, spark, schema, variables, expected):
-        _, output = run_dbt_and_capture(
-            ["run", "--select", "bad", "--vars", json.dumps(variables)], expect_pass=False
+        _, output = run_with_env(
+            ["run", "--select", "bad"], variables, capture=True, expect_pass=False
         )
         text = " ".join(output.split())
         assert "dbt_merge upsert in model bad" in text
@@ -508,8 +547,8 @@ class TestUpsertConfigErrors(InstallsDbtMerge):
 
     def test_custom_merger_renders_each_column(self, ready, spark):
         schema = ready.test_schema
-        run_dbt(["run", "--select", "batch", "custom", "--vars", json.dumps({"batch": 1})])
-        run_dbt(["run", "--select", "batch", "custom", "--vars", json.dumps({"batch": 2})])
+        run_with_env(["run", "--select", "batch", "custom"], {"batch": 1})
+        run_with_env(["run", "--select", "batch", "custom"], {"batch": 2})
         got = table(spark, schema, "custom")
         assert got[0] == (1, 2, "name_2", "price_2"), "greatest of each column"
         assert got[2] == (3, 2, "name_1", "price_1"), "greatest ignores nulls"
@@ -520,8 +559,8 @@ SCHEMA_CHANGE = """
     materialized='incremental', incremental_strategy='upsert', file_format='iceberg',
     unique_key='id', precombine_key='ts', on_schema_change='{mode}'
 ) }}}}
-select 1 as id, {{{{ var('ts', 1) }}}} as ts, 'a' as name
-{{% if var('with_note', false) %}}, 'hello' as note{{% endif %}}
+select 1 as id, {{{{ env_var('DBT_MERGE_TEST_TS', '1') | int }}}} as ts, 'a' as name
+{{% if fromjson(env_var('DBT_MERGE_TEST_WITH_NOTE', 'false')) %}}, 'hello' as note{{% endif %}}
 """
 
 
@@ -539,7 +578,7 @@ class TestUpsertSchemaChanges(TableType, InstallsDbtMerge):
         schema = project.test_schema
         run_dbt(["deps"])
         run_dbt(["run"])
-        run_dbt(["run", "--vars", json.dumps({"ts": 2, "with_note": True})])
+        run_with_env(["run"], {"ts": 2, "with_note": True})
         appended = spark.sql(f"select id, ts, name, note from {schema}.appends").collect()
         assert [tuple(r) for r in appended] == [(1, 2, "a", "hello")]
         ignored = spark.table(f"{schema}.ignores")
@@ -579,8 +618,7 @@ class TestUpsertProvenance(TableType, InstallsDbtMerge):
         }
 
     def run_batch(self, number, *select):
-        args = ["run", "--vars", json.dumps({"batch": number})]
-        return run_dbt(args + (["--select", *select] if select else []))
+        return run_with_env(["run", *(["--select", *select] if select else [])], {"batch": number})
 
     def kinds(self, spark, schema, name="audited"):
         return sorted((r.event_type, r.record_key) for r in events(spark, schema, name))
@@ -709,7 +747,7 @@ class TestUpsertAsCustomStrategy(TableType, InstallsDbtMerge):
         return {
             "batch.sql": BATCH_SQL,
             "event_time.sql": strategy_model(
-                **settings, merge_mode="var('event_mode', 'event_time_ordering')"
+                **settings, merge_mode="env_var('DBT_MERGE_TEST_EVENT_MODE', 'event_time_ordering')"
             ),
             "partial.sql": strategy_model(**settings, partial_update=True),
             "commit_time.sql": strategy_model(**settings, merge_mode="commit_time_ordering"),
@@ -724,7 +762,7 @@ class TestUpsertAsCustomStrategy(TableType, InstallsDbtMerge):
         schema = project.test_schema
         run_dbt(["deps"])
         select = ["--select", "batch", "event_time", "partial", "commit_time"]
-        run_dbt(["run", *select, "--vars", json.dumps({"batch": 1})])
+        run_with_env(["run", *select], {"batch": 1})
         stored = spark.sql(f"show tblproperties {schema}.event_time").collect()
         assert "dbt_merge.upsert" not in {r.key for r in stored}, "a plain CREATE TABLE AS"
         assert table(spark, schema, "event_time") == [
@@ -734,7 +772,7 @@ class TestUpsertAsCustomStrategy(TableType, InstallsDbtMerge):
             (4, 5, "s", None),
         ], "the first run precombined by dbt_merge.precombined(), the delete left out"
         for batch in (2, 3):
-            run_dbt(["run", *select, "--vars", json.dumps({"batch": batch})])
+            run_with_env(["run", *select], {"batch": batch})
         assert table(spark, schema, "event_time") == [
             (1, 2, "name_2", "price_2"),
             (2, 7, "y", None),
@@ -759,16 +797,16 @@ class TestUpsertAsCustomStrategy(TableType, InstallsDbtMerge):
 
         before = table(spark, schema, "event_time")
         changed = {"batch": 2, "event_mode": "commit_time_ordering"}
-        _, output = run_dbt_and_capture(
-            ["run", "--select", "event_time", "--vars", json.dumps(changed)], expect_pass=False
+        _, output = run_with_env(
+            ["run", "--select", "event_time"], changed, capture=True, expect_pass=False
         )
         assert "merge_mode: event_time_ordering -> commit_time_ordering" in " ".join(output.split())
         assert table(spark, schema, "event_time") == before, "the mode lock holds here too"
 
     def test_provenance_needs_the_materialization(self, project, spark):
-        run_dbt(["run", "--select", "batch", "audited", "--vars", json.dumps({"batch": 1})])
-        _, output = run_dbt_and_capture(
-            ["run", "--select", "audited", "--vars", json.dumps({"batch": 2})], expect_pass=False
+        run_with_env(["run", "--select", "batch", "audited"], {"batch": 1})
+        _, output = run_with_env(
+            ["run", "--select", "audited"], {"batch": 2}, capture=True, expect_pass=False
         )
         text = " ".join(output.split())
         assert "dbt_merge upsert in model audited, config 'provenance'" in text
@@ -791,7 +829,8 @@ TIE_BATCH = """
 select
     cast(id as int) as id, cast(region as string) as region, cast(ts as int) as ts,
     cast(name as string) as name, cast(price as string) as price, cast(arrived as int) as arrived
-from values {{ rows[var('rows', 'ties')] | join(', ') }} as t(id, region, ts, name, price, arrived)
+from values {{ rows[env_var('DBT_MERGE_TEST_ROWS', 'ties')] | join(', ') }}
+    as t(id, region, ts, name, price, arrived)
 """
 
 
@@ -820,8 +859,8 @@ class TestUpsertTiesAndKeys(TableType, InstallsDbtMerge):
         return [tuple(r) for r in spark.sql(sql).collect()]
 
     def run_rows(self, rows, *models, full_refresh=False):
-        args = ["run", "--select", "tie_batch", *models, "--vars", json.dumps({"rows": rows})]
-        run_dbt(args + (["--full-refresh"] if full_refresh else []))
+        args = ["run", "--select", "tie_batch", *models]
+        run_with_env(args + (["--full-refresh"] if full_refresh else []), {"rows": rows})
 
     def test_ties(self, project, spark):
         schema = project.test_schema
@@ -883,10 +922,10 @@ def current_snapshot(spark, schema, name) -> str:
 
 
 # a test project's override (dispatch) of the compaction statement: with
-# var kill_before_compaction the run fails after its MERGE and provenance commits
+# DBT_MERGE_TEST_KILL_BEFORE_COMPACTION=true the run fails after its MERGE and provenance commits
 KILL_BEFORE_COMPACTION = """
 {% macro default__get_upsert_compaction_sql(relation, thresholds) %}
-    {%- if var('kill_before_compaction', false) -%}
+    {%- if fromjson(env_var('DBT_MERGE_TEST_KILL_BEFORE_COMPACTION', 'false')) -%}
     select raise_error('killed after the MERGE, before compaction')
     {%- else -%}
     {{ dbt_merge.default__get_upsert_compaction_sql(relation, thresholds) }}
@@ -957,9 +996,10 @@ class TestUpsertCompaction(InstallsDbtMerge):
         }
 
     def run_batch(self, number, *select, **variables):
-        args = ["run", "--vars", json.dumps({"batch": number, **variables})]
-        return run_dbt_and_capture(
-            args + (["--select", "batch", *select] if select else []),
+        return run_with_env(
+            ["run", *(["--select", "batch", *select] if select else [])],
+            {"batch": number, **variables},
+            capture=True,
             expect_pass=not variables.get("kill_before_compaction"),
         )
 
@@ -1129,7 +1169,7 @@ class TestUpsertCompaction(InstallsDbtMerge):
 
 # -- conventions users bring from Hudi (issue #35) ---------------------------------------
 
-# (id, ts, name, _hoodie_is_deleted, is_deleted) by var('hudi_batch')
+# (id, ts, name, _hoodie_is_deleted, is_deleted) by env_var('DBT_MERGE_TEST_HUDI_BATCH')
 HUDI_BATCH = """
 {{ config(materialized='view') }}
 {% set rows = {
@@ -1139,7 +1179,8 @@ HUDI_BATCH = """
 select
     cast(id as int) as id, cast(ts as int) as ts, cast(name as string) as name,
     cast(hoodie as boolean) as _hoodie_is_deleted, cast(deleted as boolean) as is_deleted
-from values {{ rows[var('hudi_batch', 1)] | join(', ') }} as t(id, ts, name, hoodie, deleted)
+from values {{ rows[env_var('DBT_MERGE_TEST_HUDI_BATCH', '1') | int] | join(', ') }}
+    as t(id, ts, name, hoodie, deleted)
 """
 HUDI_UPSERT = """
 {{{{ config(materialized='incremental', incremental_strategy='upsert', file_format='iceberg',
@@ -1171,8 +1212,9 @@ class TestHudiDeleteMarker(InstallsDbtMerge):
             # the marker comes later, to a table built without a delete column
             "marked_later.sql": HUDI_UPSERT.format(
                 config="",
-                columns="id, ts, name{% if var('with_marker', false) %}, _hoodie_is_deleted"
-                "{% endif %}",
+                columns="id, ts, name"
+                "{% if fromjson(env_var('DBT_MERGE_TEST_WITH_MARKER', 'false')) %}"
+                ", _hoodie_is_deleted{% endif %}",
             ),
             "marked_as_text.sql": HUDI_UPSERT.format(
                 config="",
@@ -1182,8 +1224,9 @@ class TestHudiDeleteMarker(InstallsDbtMerge):
 
     def run_batch(self, number, *models, expect_pass=True):
         select = ["--select", "hudi_batch", *models] if models else []
-        args = ["run", *select, "--vars", json.dumps({"hudi_batch": number})]
-        return run_dbt_and_capture(args, expect_pass=expect_pass)
+        return run_with_env(
+            ["run", *select], {"hudi_batch": number}, capture=True, expect_pass=expect_pass
+        )
 
     def test_hudi_marker_deletes_without_configuration(self, project, spark):
         schema = project.test_schema
@@ -1221,9 +1264,11 @@ class TestHudiDeleteMarker(InstallsDbtMerge):
         schema = project.test_schema
         self.run_batch(1, "marked_later")
         before = rows_of(spark, schema, "marked_later")
-        args = ["run", "--select", "marked_later", "--vars"]
-        _, output = run_dbt_and_capture(
-            [*args, json.dumps({"hudi_batch": 2, "with_marker": True})], expect_pass=False
+        _, output = run_with_env(
+            ["run", "--select", "marked_later"],
+            {"hudi_batch": 2, "with_marker": True},
+            capture=True,
+            expect_pass=False,
         )
         text = " ".join(output.split())
         assert "dbt_merge upsert in model marked_later, config 'delete_column'" in text
@@ -1243,8 +1288,8 @@ class TestHudiDeleteMarker(InstallsDbtMerge):
         assert "marked_as_text" not in listed, "nothing was written"
 
 
-# (id, ts, name, arrived, is_deleted) by var('delete_batch'); null ts on a delete: a
-# delete without an ordering value, as a delete from Hudi's DELETE statement
+# (id, ts, name, arrived, is_deleted) by env_var('DBT_MERGE_TEST_DELETE_BATCH'); null ts on
+# a delete: a delete without an ordering value, as a delete from Hudi's DELETE statement
 DELETE_BATCH = """
 {{ config(materialized='view') }}
 {% set rows = {
@@ -1263,7 +1308,8 @@ DELETE_BATCH = """
 select
     cast(id as int) as id, cast(ts as int) as ts, cast(name as string) as name,
     cast(arrived as int) as arrived, cast(is_deleted as boolean) as is_deleted
-from values {{ rows[var('delete_batch', 1)] | join(', ') }} as t(id, ts, name, arrived, is_deleted)
+from values {{ rows[env_var('DBT_MERGE_TEST_DELETE_BATCH', '1') | int] | join(', ') }}
+    as t(id, ts, name, arrived, is_deleted)
 """
 
 
@@ -1287,8 +1333,9 @@ class TestUnorderedDeletes(TableType, InstallsDbtMerge):
         }
 
     def run_batch(self, number, expect_pass=True):
-        args = ["run", "--vars", json.dumps({"delete_batch": number})]
-        return run_dbt_and_capture(args, expect_pass=expect_pass)
+        return run_with_env(
+            ["run"], {"delete_batch": number}, capture=True, expect_pass=expect_pass
+        )
 
     def test_unordered_deletes(self, project, spark):
         schema = project.test_schema
