@@ -150,3 +150,30 @@ def test_installed_for_the_adapter():
     import dbt.adapters.spark_session  # noqa: F401
 
     assert agate_helper.from_csv is csv_table.from_csv
+
+
+def test_the_garbage_collector_is_held_only_while_reading(tmp_path, monkeypatch):
+    import gc
+
+    path = _write(tmp_path / "seed.csv", [["a"], ["1"]])
+    seen = []
+    real = csv_table._read
+
+    def read(*args):
+        seen.append(gc.isenabled())
+        return real(*args)
+
+    monkeypatch.setattr(csv_table, "_read", read)
+    try:
+        assert gc.isenabled()
+        csv_table.from_csv(str(path), {})
+        assert seen == [False] and gc.isenabled()
+        # as it was after a reading that fails, and after one with the collector off
+        with pytest.raises(FileNotFoundError):
+            csv_table.from_csv(str(tmp_path / "missing.csv"), {})
+        assert gc.isenabled()
+        gc.disable()
+        csv_table.from_csv(str(path), {})
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

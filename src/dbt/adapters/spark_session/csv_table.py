@@ -14,7 +14,10 @@ the same inference, and casts with the same type objects, but
 * parses the common spellings of numbers (``-12.50``), dates (``2024-01-31``) and
   timestamps (``2024-01-31 08:00:00``) with a regular expression and the constructor
   that agate's own parse ends in, and leaves every other spelling to agate's cast;
-* builds the rows without agate casting them a second time.
+* builds the rows without agate casting them a second time;
+* holds Python's cyclic garbage collector while it reads: the millions of objects of a
+  large table made it scan the heap again and again (a 1M-row CSV took 27 s with it
+  and 16 s without).
 
 A CSV it does not read the ordinary way (no header row, a row longer than the header)
 goes to dbt's own function, which raises what it raises. The spark_session adapter
@@ -24,8 +27,11 @@ on tricky values.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import gc
 import re
+import threading
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from io import StringIO
@@ -159,8 +165,35 @@ def _column_types(tester: agate.TypeTester, columns: Sequence[Sequence[Any]], na
     return tuple(types), casts
 
 
+_GC_LOCK = threading.Lock()
+_GC_HOLDERS = [0, False]  # the readers holding the collector, whether it ran before
+
+
+@contextlib.contextmanager
+def _collector_held():
+    """Python's cyclic garbage collector off while the block runs (and while any other
+    thread's reading holds it), then as it was."""
+    with _GC_LOCK:
+        if _GC_HOLDERS[0] == 0:
+            _GC_HOLDERS[1] = gc.isenabled()
+            gc.disable()
+        _GC_HOLDERS[0] += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _GC_HOLDERS[0] -= 1
+            if _GC_HOLDERS[0] == 0 and _GC_HOLDERS[1]:
+                gc.enable()
+
+
 def from_csv(abspath: str, text_columns: Any, delimiter: str = ",") -> agate.Table:
     """``agate_helper.from_csv(abspath, text_columns, delimiter)``: the same table."""
+    with _collector_held():
+        return _from_csv(abspath, text_columns, delimiter)
+
+
+def _from_csv(abspath: str, text_columns: Any, delimiter: str) -> agate.Table:
     read = _read(abspath, delimiter)
     if read is None:
         return DBT_FROM_CSV(abspath, text_columns, delimiter=delimiter)
