@@ -206,7 +206,8 @@ def dbt(*args: str):
 
 class Said(logging.Handler):
     """What the components model's Python step logs in this process (where its state
-    was read, the memory it took, the choice's constants), kept for the results."""
+    was read, the memory it took, the choice's constants, and the closure's method and
+    why), kept for the results."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
@@ -216,16 +217,22 @@ class Said(logging.Handler):
         self.messages.append(record.getMessage())
 
 
+# the modules whose log lines the results keep (Said)
+SAID_BY = ("components", "closure")
+
+
 def run_dbt_merge(*args: str) -> dict:
     said = Said()
-    logger = logging.getLogger("dbt_merge.entity_merge.components")
-    logger.setLevel(logging.INFO)
-    logger.addHandler(said)
+    loggers = [logging.getLogger(f"dbt_merge.entity_merge.{name}") for name in SAID_BY]
+    for logger in loggers:
+        logger.setLevel(logging.INFO)
+        logger.addHandler(said)
     meter, started = ShuffleMeter(), time.monotonic()
     try:
         result = dbt("run", *args)
     finally:
-        logger.removeHandler(said)
+        for logger in loggers:
+            logger.removeHandler(said)
     total = time.monotonic() - started
     nodes = {r.node.name: round(r.execution_time, 1) for r in result.result}
     return {
