@@ -98,6 +98,19 @@ live_pid() {
   fi
 }
 
+# whether the process launched as $1 has ended: its pid runs no more, or is a zombie.
+# Right after a launch, live_pid can miss a process for an instant, while it execs from
+# bash to spark-class to its JVM (its command line reads empty): a wait for a process
+# to start asks this before it calls the process exited.
+gone() {
+  local pid state
+  pid=$(cat "$PIDS/$1.pid" 2>/dev/null || true)
+  [[ $pid =~ ^[0-9]+$ ]] || return 0
+  kill -0 "$pid" 2>/dev/null || return 0
+  state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
+  [ "$state" = Z ]
+}
+
 port_busy() { [ "$1" != 0 ] && (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
 
 # alive workers according to the master's /json/ (-1 if the UI does not answer)
@@ -186,8 +199,7 @@ up() {
   local deadline=$((SECONDS + TIMEOUT))
   reset_wait
   until port_busy "$MASTER_PORT"; do
-    pid=$(live_pid master)
-    if [ -z "$pid" ]; then
+    if [ -z "$(live_pid master)" ] && gone master; then
       printf 'cluster: the master exited while starting.\n' >&2
       log_tails
       down >/dev/null 2>&1 || true
@@ -216,7 +228,7 @@ up() {
   while :; do
     missing=""
     for name in $(names); do
-      [ -n "$(live_pid "$name")" ] || missing="$missing $name (exited)"
+      if [ -z "$(live_pid "$name")" ] && gone "$name"; then missing="$missing $name (exited)"; fi
     done
     for ((i = 1; i <= WORKERS; i++)); do
       registered "worker-$i" || missing="$missing worker-$i (not registered)"
