@@ -81,11 +81,17 @@ nth_port() { if [ "$1" = 0 ]; then echo 0; else echo $(($1 + $2 - 1)); fi; }
 # The pid in NAME's pid file if that process is alive and is this cluster's (a Spark
 # deploy class in its command line, this state folder in its command line or, while
 # spark-class still prepares the java command, in its environment), else nothing.
+# the pid that the pid file of $1 holds, or nothing
+recorded_pid() {
+  local pid
+  pid=$(cat "$PIDS/$1.pid" 2>/dev/null || true)
+  if [[ $pid =~ ^[0-9]+$ ]]; then echo "$pid"; fi
+}
+
 live_pid() {
-  local file=$PIDS/$1.pid pid cmd env
-  [ -f "$file" ] || return 0
-  pid=$(cat "$file" 2>/dev/null || true)
-  [[ $pid =~ ^[0-9]+$ ]] || return 0
+  local pid cmd env
+  pid=$(recorded_pid "$1")
+  [ -n "$pid" ] || return 0
   if [ ! -r "/proc/$pid/cmdline" ]; then  # no /proc (macOS): trust the pid file
     if kill -0 "$pid" 2>/dev/null; then echo "$pid"; fi
     return 0
@@ -104,8 +110,8 @@ live_pid() {
 # to start asks this before it calls the process exited.
 gone() {
   local pid state
-  pid=$(cat "$PIDS/$1.pid" 2>/dev/null || true)
-  [[ $pid =~ ^[0-9]+$ ]] || return 0
+  pid=$(recorded_pid "$1")
+  [ -n "$pid" ] || return 0
   kill -0 "$pid" 2>/dev/null || return 0
   state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
   [ "$state" = Z ]

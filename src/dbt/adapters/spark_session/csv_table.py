@@ -165,25 +165,30 @@ def _column_types(tester: agate.TypeTester, columns: Sequence[Sequence[Any]], na
     return tuple(types), casts
 
 
-_GC_LOCK = threading.Lock()
-_GC_HOLDERS = [0, False]  # the readers holding the collector, whether it ran before
+class _Collector:
+    """The readers that hold Python's cyclic garbage collector, and whether it ran
+    before the first of them took it."""
+
+    lock = threading.Lock()
+    holders = 0
+    was_enabled = False
 
 
 @contextlib.contextmanager
 def _collector_held():
     """Python's cyclic garbage collector off while the block runs (and while any other
     thread's reading holds it), then as it was."""
-    with _GC_LOCK:
-        if _GC_HOLDERS[0] == 0:
-            _GC_HOLDERS[1] = gc.isenabled()
+    with _Collector.lock:
+        if _Collector.holders == 0:
+            _Collector.was_enabled = gc.isenabled()
             gc.disable()
-        _GC_HOLDERS[0] += 1
+        _Collector.holders += 1
     try:
         yield
     finally:
-        with _GC_LOCK:
-            _GC_HOLDERS[0] -= 1
-            if _GC_HOLDERS[0] == 0 and _GC_HOLDERS[1]:
+        with _Collector.lock:
+            _Collector.holders -= 1
+            if _Collector.holders == 0 and _Collector.was_enabled:
                 gc.enable()
 
 
