@@ -19,7 +19,11 @@
     with incremental_strategy='entity_state', a run compares every record's fingerprint
     with the stored one and writes only the rows of records that are new, changed or
     gone (a gone record keeps one row, its tombstone: null dst and fingerprint); the
-    components model reads the rows of batches it has not seen (_batch). A dataset
+    components model reads the rows of batches it has not seen (_batch). When the
+    digest shows that more than rebuild_share of the records changed
+    (_entity_edges_rebuild), the run computes every row instead and they replace the
+    table, each unchanged record's rows with the batch that wrote them: the same table
+    as the comparison leaves, without it (_entity_rebuilt_edge_rows_sql). A dataset
     declared in change_columns is read only from the largest change mark stored on (a
     record gone from it is not seen).
 
@@ -43,6 +47,8 @@
     {% set snapshots = dbt_merge._entity_dataset_snapshots(spec) if digested else {} %}
     {% do dbt_merge._entity_pin_datasets(spec, snapshots) %}
     {% set candidates = none %}
+    {% set rebuild = false %}
+    {% set rebuild_share = dbt_merge._entity_rebuild_share() if digested else none %}
     {% set stored = none %}
     {% set changed_relation = none %}
     {% if incremental %}
@@ -69,13 +75,17 @@
                 {% set buckets = dbt_merge._entity_stage('buckets', dbt_merge._entity_changed_buckets_sql(spec, digest)) %}
             {% endif %}
             {% set unchanged = buckets is none or run_query('select 1 from ' ~ buckets ~ ' limit 1').rows | length == 0 %}
-            {% if not unchanged %}
+            {#-- many records changed: writing every row costs less than finding them --#}
+            {% set rebuild = not unchanged and dbt_merge._entity_edges_rebuild(spec, digest, buckets, rebuild_share) %}
+            {% if rebuild %}
+                {% do dbt_merge._check_entity_ids(spec) %}
+            {% elif not unchanged %}
                 {% set candidates = dbt_merge._entity_stage('candidates', dbt_merge._entity_current_records_sql(spec, buckets=buckets)) %}
                 {#-- and their stored rows, read once: the comparison and the batch's drops --#}
                 {% set stored = dbt_merge._entity_stage('stored', dbt_merge._entity_stored_rows_sql(buckets, stored_marks)) %}
             {% endif %}
         {% endif %}
-        {% if not unchanged %}
+        {% if not unchanged and not rebuild %}
             {#-- the records that differ from the stored state, staged once; the ids are
                  checked on them (the same scan finds duplicates and null ids) --#}
             {% set marks = dbt_merge._entity_change_marks(this) if follows_columns else {} %}
@@ -90,11 +100,11 @@
     {#-- nothing changed: no batch number (a scan of the stored batches) is needed --#}
     {% set batch = 0 if incremental and unchanged else dbt_merge._entity_next_batch(this if incremental else none) %}
 
-{% if incremental and not unchanged %}
+{% if incremental and not unchanged and not rebuild %}
     {#-- the changed records read once (from the datasets, or from the candidates) --#}
     {% set records_relation = dbt_merge._entity_stage('records', dbt_merge._entity_current_records_sql(spec, changed_relation, candidates=candidates)) %}
 {% endif %}
-{% if digested and incremental and (changed_relation is not none or digest is none) %}
+{% if digested and incremental and not rebuild and (changed_relation is not none or digest is none) %}
     {#-- the digest once the batch is written; finish_incremental_entity_state stores it
          after the MERGE's commit --#}
     {% do dbt_merge._entity_stage('digest_next', dbt_merge._entity_next_digest_sql(
@@ -104,13 +114,16 @@
 {% elif digested %}
     {#-- a first run computes it from the edges it writes; a run that found no bucket
          changed keeps the stored one --#}
-    {% do dbt_merge._entity_digest_plan('keep' if incremental else 'rebuild', snapshots=snapshots) %}
+    {% do dbt_merge._entity_digest_plan('keep' if incremental and not rebuild else 'rebuild', snapshots=snapshots) %}
 {% elif dbt_merge._entity_state_on_iceberg() %}
     {% do dbt_merge._entity_digest_plan('none') %}
 {% endif %}
 {%- if incremental and unchanged %}
     {#-- an empty batch, planned without reading a row: the strategy writes nothing --#}
     select *, false as `$drop` from {{ this }} limit 0
+{%- elif rebuild %}
+    {#-- every row: the strategy replaces the table with them --#}
+    {{ dbt_merge._entity_rebuilt_edge_rows_sql(spec, batch) }}
 {%- elif incremental %}
     {#-- staged too: the MERGE then reads a small table of known size --#}
     select * from {{ dbt_merge._entity_stage('batch', dbt_merge._entity_edge_rows_sql(spec, batch, changed_relation, stored_marks, records_relation, stored)) }}
@@ -179,20 +192,7 @@ current_records as (
 ),
 
 next_rows as (
-    -- a live record: an edge to itself, so that a record that matches nothing is a
-    -- component of one, and an edge to each value node of its operands
-    select
-        node as src,
-        explode(array_distinct(concat(array(node), value_nodes))) as dst,
-        fingerprint,
-        change_mark
-    from current_records
-    where live
-    union all
-    -- a deleted record: one row without an edge
-    select node as src, cast(null as string) as dst, fingerprint, change_mark
-    from current_records
-    where not live
+    {{ dbt_merge._entity_record_rows_sql('current_records') }}
     {%- if changed_relation %}
     union all
     -- a record gone from its dataset keeps one row too (its tombstone, without a
@@ -409,3 +409,85 @@ having records != 1 or not (fingerprint <=> stored_fingerprint)
         {% do dbt_merge._entity_merge_error(spec.name, 'id_column', 'dataset ' ~ dataset.name ~ ' (alias ' ~ dataset.alias ~ ') has ' ~ problem ~ ' in column ' ~ spec.id_column ~ '; ids must be unique and not null within a dataset') %}
     {% endif %}
 {% endmacro %}
+
+
+{#-- The select of every edges row after a change-following run that rebuilds the edges
+     (batch: its number), with `$drop` (false) and `$whole` (the strategy replaces the
+     table with them): the rows of every input record, each record's rows with the
+     batch that wrote them while its fingerprint is the stored one, else this batch;
+     and the tombstone of every stored record gone from its dataset (of this batch
+     when it was live until now). The same rows as a run that compares the records
+     leaves (placeholders that a run which died left are gone), from one join of the
+     records with their stored rows. --#}
+{% macro _entity_rebuilt_edge_rows_sql(spec, batch) %}
+with
+
+current_records as (
+    {{ dbt_merge._entity_current_records_sql(spec) }}
+),
+
+-- each stored record's row (a live record's edge to itself, another record's only row)
+stored as (
+    select src as node, fingerprint, `_batch`
+    from {{ this }}
+    where (src = dst or dst is null) and `_batch` is not null
+),
+
+records as (
+    select
+        coalesce(current_records.node, stored.node) as node,
+        current_records.node is not null as is_current,
+        current_records.live,
+        current_records.value_nodes,
+        current_records.fingerprint,
+        current_records.change_mark,
+        case
+            when current_records.node is not null and current_records.fingerprint <=> stored.fingerprint
+                then stored.`_batch`
+            -- gone in an earlier run: its tombstone stays as it is
+            when current_records.node is null and stored.fingerprint is null then stored.`_batch`
+            else cast({{ batch }} as bigint)
+        end as row_batch
+    from current_records
+    full outer join stored
+        on stored.node = current_records.node
+)
+
+select
+    src,
+    dst,
+    fingerprint,
+    row_batch as `_batch`,
+    {{ dbt_merge._sql_string(dbt_merge._entity_declaration_json(spec)) }} as declaration,
+    change_mark,
+    false as `$drop`,
+    true as `$whole`
+from (
+    {{ dbt_merge._entity_record_rows_sql('records', ['row_batch']) }}
+    union all
+    select node, cast(null as string), cast(null as bigint), cast(null as bigint), row_batch
+    from records
+    where not is_current
+)
+{%- endmacro %}
+
+
+{#-- The select of the edges rows of the records in the CTE records (columns node, live,
+     value_nodes, fingerprint, change_mark; a row whose live is null has none): a live
+     record's edge to itself, so that a record that matches nothing is a component of
+     one, and an edge to each value node of its operands; a deleted record's one row
+     without an edge. Columns src, dst, fingerprint, change_mark, then the columns
+     extra of records. --#}
+{% macro _entity_record_rows_sql(records, extra=[]) %}
+    select
+        node as src,
+        explode(array_distinct(concat(array(node), value_nodes))) as dst,
+        fingerprint,
+        change_mark{% for column in extra %}, {{ column }}{% endfor %}
+    from {{ records }}
+    where live
+    union all
+    select node, cast(null as string), fingerprint, change_mark{% for column in extra %}, {{ column }}{% endfor %}
+    from {{ records }}
+    where not live
+{%- endmacro %}

@@ -19,6 +19,7 @@ composite with strategy default, first with compact, composite with list.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
 import os
@@ -28,6 +29,7 @@ import re
 import pytest
 from dbt.tests.util import run_dbt
 
+from dbt_merge.entity_merge.components import REBUILD_SHARE_ENV
 from tests.functional.entity_merge_fixtures import InstallsDbtMerge, merge_vars
 from tests.functional.test_entity_merge import sql_recorder
 
@@ -253,7 +255,17 @@ def scripted(deliveries: Deliveries):
     yield "c1 and c2 come back", {"0|a1", "0|a2", "2|c1", "2|c2"}
 
 
-class TestFollowingTheChange(InstallsDbtMerge):
+# a share no run reaches: the state is never rebuilt (rebuild_share of the edges, and
+# of the components through REBUILD_SHARE_ENV)
+NEVER = 1000000
+
+
+class Following(InstallsDbtMerge):
+    """The project of the merges that follow the change, the checks against the
+    from-scratch builds, and a delivery's run. A delivery here rewrites a large share of
+    few entities: the runs follow the change (as for a small share of many) and rebuild
+    nothing, but where a round says otherwise (vars, REBUILD_SHARE_ENV)."""
+
     @pytest.fixture(scope="class")
     def models(self):
         return follow_models()
@@ -261,10 +273,22 @@ class TestFollowingTheChange(InstallsDbtMerge):
     @pytest.fixture(scope="class")
     def project_config_update(self):
         merges = {f"m_{combo}": declaration(*settings) for combo, settings in COMBOS.items()}
-        # a delivery here rewrites a large share of few entities: the merged models
-        # follow the change (as for a small share of many) but in the COMPARE_ALL rounds
-        variables = {**merge_vars(**merges)["vars"], "dbt_merge_compare_all_share": 1000000}
+        variables = {
+            **merge_vars(**merges)["vars"],
+            "dbt_merge_compare_all_share": NEVER,
+            "dbt_merge_rebuild_share": NEVER,
+        }
         return {"vars": variables, "models": {"+file_format": "iceberg"}}
+
+    @pytest.fixture(scope="class", autouse=True)
+    def components_never_rebuild(self):
+        saved = os.environ.get(REBUILD_SHARE_ENV)
+        os.environ[REBUILD_SHARE_ENV] = str(NEVER)
+        yield
+        if saved is None:
+            del os.environ[REBUILD_SHARE_ENV]
+        else:
+            os.environ[REBUILD_SHARE_ENV] = saved
 
     def check(self, spark, schema: str, step: str, last_updated: dict) -> None:
         self.check_state(spark, schema, step)
@@ -373,6 +397,27 @@ class TestFollowingTheChange(InstallsDbtMerge):
             row[0]: tuple(row[1:]) for row in spark.sql(f"select {columns} from {name}").collect()
         }
 
+    @staticmethod
+    def deliver(
+        deliveries,
+        spark,
+        schema: str,
+        queries: list[str],
+        args=(),
+        expect_pass=True,
+        reference=True,
+    ) -> None:
+        """Write the deliveries and `dbt run` the project. Without reference, the
+        from-scratch models (r_) are left out: a run that dies is not checked against
+        them (the next run rebuilds them from scratch), and a delivery that changes
+        nothing finds them built from the same records already."""
+        deliveries.write(spark, schema)
+        queries.clear()
+        skip = [] if reference else ["--exclude", "r_edges+"]
+        run_dbt(["run", *args, *skip], expect_pass=expect_pass, callbacks=[sql_recorder(queries)])
+
+
+class TestFollowingTheChange(Following):
     def test_deliveries_equal_from_scratch_builds(self, project, spark):
         schema = project.test_schema
         run_dbt(["deps"])
@@ -534,25 +579,6 @@ class TestFollowingTheChange(InstallsDbtMerge):
         spark.conf.set(THRESHOLD, default_threshold)
         assert steps >= 20, "at least 20 deliveries, 10 of them in runs that died"
 
-    @staticmethod
-    def deliver(
-        deliveries,
-        spark,
-        schema: str,
-        queries: list[str],
-        args=(),
-        expect_pass=True,
-        reference=True,
-    ) -> None:
-        """Write the deliveries and `dbt run` the project. Without reference, the
-        from-scratch models (r_) are left out: a run that dies is not checked against
-        them (the next run rebuilds them from scratch), and a delivery that changes
-        nothing finds them built from the same records already."""
-        deliveries.write(spark, schema)
-        queries.clear()
-        skip = [] if reference else ["--exclude", "r_edges+"]
-        run_dbt(["run", *args, *skip], expect_pass=expect_pass, callbacks=[sql_recorder(queries)])
-
     def test_bad_ids_in_a_change_following_run_write_nothing(self, project, spark):
         """A change-following run checks ids on the records that changed (the same scan
         that finds them): a duplicate or a null id fails the edges model, naming the
@@ -580,6 +606,163 @@ class TestFollowingTheChange(InstallsDbtMerge):
             assert "entity merge 'm_cd'" in message and "'id_column'" in message, message
             assert f"dataset raw_a (alias a) has {problem}" in message, message
             assert spark.sql(snapshot).collect() == before, "the edges were written"
+
+
+# the rounds of TestRebuilding: what a run rebuilds ("edges": the edges, and so the
+# components; "components": the components alone; None: nothing) and where it dies
+REBUILDS = [
+    ("edges", None),
+    ("components", None),
+    (None, None),
+    ("edges", "entity_merge.before_edges_publish"),
+    ("edges", None),
+    ("components", "entity_merge.before_components_publish"),
+    ("components", None),
+    ("edges", "entity_merge.before_digest"),
+    ("edges", "entity_merge.before_components"),
+    (None, None),
+    ("components", None),
+    ("edges", None),
+]
+
+
+class TestRebuilding(Following):
+    """A run that rebuilds the state (rebuild_share) leaves what a run that follows the
+    change leaves: the merged models equal from-scratch builds after every delivery,
+    also after a run that died in a rebuild, and the state tables were replaced (one
+    insert overwrite on the run's branch, then published) rather than merged."""
+
+    def test_rebuilds_equal_from_scratch_builds(self, project, spark):
+        schema = project.test_schema
+        run_dbt(["deps"])
+        deliveries = Deliveries(seed=21)
+        for _ in range(4):
+            deliveries.random_delivery()
+        queries: list[str] = []
+        last_updated: dict = {}
+        self.deliver(deliveries, spark, schema, queries)
+        self.check(spark, schema, "the first run", last_updated)
+        prior = self.batches(spark, schema, deliveries)
+        for number, (rebuilt, point) in enumerate(REBUILDS):
+            deliveries.random_delivery()
+            deliveries.insert("a")  # at least one record changes
+            share = {"dbt_merge_rebuild_share": 0} if rebuilt == "edges" else {}
+            args = ["--vars", json.dumps(share)] if share else []
+            os.environ[REBUILD_SHARE_ENV] = "0" if rebuilt else str(NEVER)
+            step = f"round {number}: {rebuilt} rebuilt"
+            if point:
+                before = self.snapshots(spark, schema)
+                os.environ["DBT_MERGE_FAIL_AT"] = point
+                try:
+                    self.deliver(
+                        deliveries, spark, schema, queries, args, expect_pass=False, reference=False
+                    )
+                finally:
+                    del os.environ["DBT_MERGE_FAIL_AT"]
+                if point in DIED_IN:
+                    # the replacing commit went to the run's branch: main is as it was
+                    died_in = DIED_IN[point]
+                    assert self.snapshots(spark, schema)[died_in] == before[died_in], step
+                prior = None
+                continue
+            self.deliver(deliveries, spark, schema, queries, args)
+            self.check(spark, schema, step, last_updated)
+            # the rows a rebuild wrote are those a run that writes the changes writes
+            current = self.batches(spark, schema, deliveries)
+            if prior is not None:
+                self.check_batches(prior, current, step)
+            prior = current
+            replaced = {
+                name
+                for name in ("f_edges", "f_components")
+                for q in queries
+                if re.search(rf"insert overwrite \S+\.{name}\.branch_dbt_merge_\w+\s", q)
+                and "left anti join" not in q
+            }
+            merged = {
+                name
+                for name in ("f_edges", "f_components")
+                for q in queries
+                if re.search(rf"merge into \S+\.{name}[\s.]", q)
+            }
+            expected = {"edges": {"f_edges", "f_components"}, "components": {"f_components"}}
+            assert replaced == expected.get(rebuilt, set()), (step, replaced)
+            assert not replaced & merged, (step, merged)
+
+    @staticmethod
+    def batches(spark, schema: str, deliveries: Deliveries) -> tuple:
+        """The input records, and the batch of every edges row and components row (with
+        the component), as a run left them."""
+        edges = spark.sql(f"select src, dst, `_batch` from {schema}.f_edges").collect()
+        components = spark.sql(
+            f"select node, component, `_batch` from {schema}.f_components"
+        ).collect()
+        return (
+            copy.deepcopy(deliveries.records),
+            {(row[0], row[1]): row[2] for row in edges},
+            {row[0]: (row[1], row[2]) for row in components},
+        )
+
+    @staticmethod
+    def check_batches(prior: tuple, current: tuple, step: str) -> None:
+        """Between two runs that did not die: every row of a record that changed, and
+        every node whose component changed (or whose record changed, or that is new), is
+        of the new batch; every other row keeps its batch."""
+        records, edges, components = current
+        before_records, before_edges, before_components = prior
+        changed = {
+            f"{offset}|{key}"
+            for offset, name in enumerate(DATASETS)
+            for key in before_records[name].keys() | records[name].keys()
+            if before_records[name].get(key) != records[name].get(key)
+        }
+        newest = max(edges.values())
+        for (src, dst), batch in edges.items():
+            expected = newest if src in changed else before_edges.get((src, dst))
+            assert batch == expected, (step, src, dst, batch, expected)
+        newest = max(batch for _, batch in components.values())
+        for node, (component, batch) in components.items():
+            old = before_components.get(node)
+            written = old is None or old[0] != component or node in changed
+            expected = newest if written else old[1]
+            assert batch == expected, (step, node, component, batch, old)
+
+    def test_a_bad_rebuild_share_or_bad_ids_in_a_rebuild_write_nothing(self, project, spark):
+        """A rebuild_share that is not a share fails the model that reads it, naming
+        the model (or the environment variable), the setting and the value; a rebuild
+        checks every record's id. Nothing is written."""
+        schema = project.test_schema
+        deliveries = three_deliveries_built(spark, schema, seed=9, select="+f_components")
+        deliveries.insert("a")
+        deliveries.write(spark, schema)
+        before = self.snapshots(spark, schema)
+        results = run_dbt(
+            ["run", "-s", "f_edges", "--vars", json.dumps({"dbt_merge_rebuild_share": -1})],
+            expect_pass=False,
+        )
+        message = results[0].message
+        assert "model f_edges" in message and "'rebuild_share'" in message, message
+        assert "got -1" in message, message
+        os.environ[REBUILD_SHARE_ENV] = "most"
+        try:
+            results = run_dbt(["run", "-s", "f_components"], expect_pass=False)
+        finally:
+            os.environ[REBUILD_SHARE_ENV] = str(NEVER)
+        message = results[0].message
+        assert f"the environment variable {REBUILD_SHARE_ENV}" in message, message
+        assert "'rebuild_share'" in message and "got 'most'" in message, message
+        assert self.snapshots(spark, schema)["f_components"] == before["f_components"]
+        # a rebuild reads every record: a duplicate id fails it, naming the dataset
+        edges = self.snapshots(spark, schema)["f_edges"]
+        existing = sorted(deliveries.records["a"])[0]
+        spark.sql(f"insert into {schema}.input_a values ({existing!r}, 'e9', 1, false)")
+        results = run_dbt(
+            ["run", "-s", "f_edges", "--vars", json.dumps({"dbt_merge_rebuild_share": 0})],
+            expect_pass=False,
+        )
+        message = results[0].message
+        assert f"dataset raw_a (alias a) has the id {existing} 2 times" in message, message
+        assert self.snapshots(spark, schema)["f_edges"] == edges, "the edges were written"
 
 
 CHANGE_SCHEMAS = {

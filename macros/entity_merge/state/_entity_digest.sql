@@ -182,6 +182,45 @@ where not (
 {%- endmacro %}
 
 
+{#-- Whether a change-following run of the edges model rebuilds the edges: when the
+     records it estimates changed (from the buckets whose digest differs, staged in
+     buckets, and the stored digest) pass the share of the records share
+     (_entity_rebuild_share). A record's bucket is a hash of its node, so
+     changed records fall into buckets at random: with a share f of a dataset's
+     occupied buckets changed, about -ln(1 - f) records changed per bucket (a Poisson
+     count; at most the dataset's records). Marks every dataset read (a rebuild reads
+     them all) and says so in the log. --#}
+{% macro _entity_edges_rebuild(spec, digest, buckets, share) %}
+    {% set found = run_query(
+        'select cast(sum(least(stored.records, -ln(1 - least(coalesce(changed.buckets, 0) / stored.buckets, 0.999999)) * stored.buckets)) as bigint),'
+        ~ ' sum(stored.records) from (select dataset_offset, sum(records) as records, count(*) as buckets from ' ~ digest ~ ' group by 1) as stored'
+        ~ ' left join (select dataset_offset, count(*) as buckets from ' ~ buckets ~ ' group by 1) as changed'
+        ~ ' on changed.dataset_offset = stored.dataset_offset'
+    ).rows[0] %}
+    {% set estimate, records = found[0] or 0, found[1] or 0 %}
+    {% if records == 0 or estimate <= share * records %}
+        {{ return(false) }}
+    {% endif %}
+    {% do log('dbt_merge: ' ~ model.name ~ ': about ' ~ estimate ~ ' of ' ~ records ~ ' records changed, over rebuild_share = '
+        ~ share ~ ': every row is written again and replaces the table', info=false) %}
+    {% for dataset in spec.datasets %}{% do dataset.update({'unread': false}) %}{% endfor %}
+    {{ return(true) }}
+{% endmacro %}
+
+
+{#-- The share of the records (of the edges model) that a change-following run may
+     estimate changed and still compare them record by record; above it the run
+     rebuilds the edges (_entity_edges_rebuild). The edges model's config
+     rebuild_share, else the var dbt_merge_rebuild_share, else 0.02. --#}
+{% macro _entity_rebuild_share() %}
+    {% set share = config.get('rebuild_share', var('dbt_merge_rebuild_share', 0.02)) %}
+    {% if share is boolean or share is not number or share < 0 %}
+        {% do exceptions.raise_compiler_error("dbt_merge: model " ~ model.name ~ ", setting 'rebuild_share': must be a number of 0 or more (a share of the records; 1 or more: never rebuild), got " ~ share) %}
+    {% endif %}
+    {{ return(share | float) }}
+{% endmacro %}
+
+
 {#-- The select of the stored edges rows (this) of the records in the staged buckets
      (few: broadcast to the scan): their keys, fingerprints and change marks
      (stored_marks: the table has the column), what the comparison and the batch's drops

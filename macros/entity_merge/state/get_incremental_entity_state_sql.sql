@@ -18,7 +18,9 @@
     and the batch may have been computed from an earlier one. On Iceberg, a components
     batch with more keys than the filter limit and more rows than
     _entity_state_rewrite_limit() rewrites the table instead, on such a branch (one
-    commit there, then the fast-forward: _entity_state_rewrite_sql).
+    commit there, then the fast-forward: _entity_state_rewrite_sql). A batch with a
+    column `$whole` (a run that rebuilt the state: every row of the table, none to drop)
+    replaces the table the same way, without reading it (_entity_state_replace_sql).
 
     The key is the model's unique_key, or by default the key of the state table the
     batch is: (src, dst) for edges, node for components. An empty batch writes nothing
@@ -35,19 +37,30 @@
     {%- set unique_key = arg_dict.get('unique_key') %}
     {%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list %}
     {%- set keys = dbt_merge._entity_state_keys(target, unique_key, columns) %}
-    {%- if run_query('select 1 from ' ~ source ~ ' limit 1').rows | length == 0 %}
+    {%- set iceberg = config.get('file_format') == 'iceberg' %}
+    {%- set source_columns = adapter.get_columns_in_relation(source) | map(attribute='name') | map('lower') | list %}
+    {%- if '$whole' in source_columns %}
+        {#-- the whole state, rebuilt: it replaces the table (even when empty) --#}
+        {%- set state_name = 'edges' if keys[0] == 'src' else 'components' %}
+        {%- if not iceberg %}
+{{ dbt_merge._entity_state_replace_sql(target, source, columns) }}
+        {%- else %}
+            {%- set branch = dbt_merge._entity_state_branch(target, dbt_merge._entity_state_read_base(target, source, source_columns)) %}
+            {%- do run_query(dbt_merge._entity_state_replace_sql(target ~ '.branch_' ~ branch.name, source, columns)) %}
+            {%- do dbt_merge._failpoint('entity_merge.before_' ~ state_name ~ '_publish') %}
+            {%- do dbt_merge._entity_state_publish(target, branch) %}
+select 'dbt_merge: the table was replaced by the rebuilt state on a branch and published' as entity_state
+        {%- endif %}
+    {%- elif run_query('select 1 from ' ~ source ~ ' limit 1').rows | length == 0 %}
 select 'dbt_merge: an empty batch, nothing to write' as entity_state
     {%- else %}
         {%- set filter = dbt_merge._entity_state_target_filter(source, keys, unique_key) %}
         {#-- a batch Spark cannot broadcast would be shuffled with the target anyway --#}
         {%- set rows = run_query('select count(*) from ' ~ source).rows[0][0] if not unique_key and not filter and keys[0] in ['src', 'node'] else none %}
         {%- set state_name = 'edges' if keys[0] == 'src' else 'components' %}
-        {%- set iceberg = config.get('file_format') == 'iceberg' %}
         {#-- a large components batch rewrites the table (_entity_state_rewrite_sql) --#}
         {%- set rewrite = iceberg and rows is not none and state_name == 'components' and rows > dbt_merge._entity_state_rewrite_limit() %}
         {%- set placeholders = not rewrite and rows is not none and rows <= dbt_merge._entity_state_broadcast_limit() %}
-        {#-- the batch's columns: whether it carries $read_at (Iceberg) and $stored (placeholders) --#}
-        {%- set source_columns = adapter.get_columns_in_relation(source) | map(attribute='name') | map('lower') | list if iceberg or placeholders else [] %}
         {#-- the snapshot the batch was computed from, when the model said --#}
         {%- set base = dbt_merge._entity_state_read_base(target, source, source_columns) if iceberg else none %}
         {%- set branch = none %}
@@ -265,6 +278,16 @@ from {{ target }} as stored
 left anti join (select {% for key in keys %}{{ adapter.quote(key) }}{{ ', ' if not loop.last }}{% endfor %} from {{ source }}) as batch
     on {% for key in keys %}batch.{{ adapter.quote(key) }} <=> stored.{{ adapter.quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
 union all
+select {% for column in columns %}{{ adapter.quote(column) }}{{ ', ' if not loop.last }}{% endfor %}
+from {{ source }}
+where not `$drop`
+{%- endmacro %}
+
+
+{#-- The insert overwrite that replaces the state table target (a branch of it) with
+     the rows of source, a rebuilt state (a batch with the column `$whole`). --#}
+{% macro _entity_state_replace_sql(target, source, columns) %}
+insert overwrite {{ target }}
 select {% for column in columns %}{{ adapter.quote(column) }}{{ ', ' if not loop.last }}{% endfor %}
 from {{ source }}
 where not `$drop`

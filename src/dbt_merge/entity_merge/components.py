@@ -79,6 +79,20 @@ READ_AT = "$read_at"
 # the model does not (entity_components' state_in_driver): 1 the driver, 0 Spark
 STATE_IN_DRIVER_ENV = "DBT_MERGE_STATE_IN_DRIVER"
 
+# the share of the state's nodes that a run may find affected and still write only the
+# changed rows; above it the run closes everything and replaces the table
+# (entity_components' rebuild_share). On the 3M benchmark's 4.6M-node state: with 53%
+# affected, 17.2 s writing the changes and 22.0 s replacing the table; with 96%, 39.6 s
+# and 26.3 s (bench/entity_merge_bench.py --incremental, one run each)
+REBUILD_SHARE = 0.6
+
+# the environment variable that sets rebuild_share when the model does not
+REBUILD_SHARE_ENV = "DBT_MERGE_REBUILD_SHARE"
+
+# the column of a batch that holds the whole state (a run that rebuilt it): the
+# entity_state strategy replaces the table with it (get_incremental_entity_state_sql)
+WHOLE = "$whole"
+
 # a set of at most this many nodes (or labels) is broadcast to the join that reads
 # the stored edges or components (some tens of MB of names)
 BROADCAST_ROWS = 1_000_000
@@ -88,6 +102,7 @@ def entity_components(
     edges: DataFrame,
     previous: DataFrame | str | None = None,
     state_in_driver: bool | None = None,
+    rebuild_share: float | None = None,
     **closure_options: Any,
 ) -> DataFrame:
     """Component of every node of an ``equality_edges`` table.
@@ -110,6 +125,13 @@ def entity_components(
             by the driver's free memory (``state_fits``), unless the environment
             variable ``DBT_MERGE_STATE_IN_DRIVER`` says ``1`` or ``0``. The log says
             which was taken and why.
+        rebuild_share: in a run that works in the driver, the share of the state's
+            nodes above which the run closes the whole graph again and replaces the
+            table (one overwrite) rather than writing the changed rows of the
+            affected components (a MERGE that finds each of them); the same rows
+            either way. A run after the edges were rebuilt always does. 0 or more;
+            None (the default) takes the environment variable
+            ``DBT_MERGE_REBUILD_SHARE`` when set, else ``REBUILD_SHARE``.
         **closure_options: passed to ``dbt_merge.closure.connected_components``
             (``max_driver_edges``, ``max_rounds``, ``stats``).
 
@@ -126,6 +148,7 @@ def entity_components(
     """
     failpoint("entity_merge.before_components")  # the edges committed, the components not
     _check_state_choice(state_in_driver)
+    rebuild_share = _check_rebuild_share(rebuild_share)
     read_at = table = None
     if previous is not None and not isinstance(previous, DataFrame):
         table = _table_name(previous)
@@ -134,7 +157,7 @@ def entity_components(
     def in_driver() -> bool:  # asked once a run has new batches to close
         return read_at is not None and _state_in_driver(edges.sparkSession, table, state_in_driver)
 
-    rows = _components(edges, previous, in_driver, **closure_options)
+    rows = _components(edges, previous, in_driver, rebuild_share, **closure_options)
     return rows if read_at is None else rows.withColumn(READ_AT, F.lit(read_at).cast("bigint"))
 
 
@@ -175,11 +198,13 @@ def _components(
     edges: DataFrame,
     previous: DataFrame | None,
     in_driver: Callable[[], bool] = lambda: False,
+    rebuild_share: float = 1.0,
     **closure_options: Any,
 ) -> DataFrame:
     """entity_components' rows, from previous as a DataFrame; in_driver: asked when a
     run that follows the change has new batches to close, whether it finds the affected
-    components in the driver (``_closed_in_driver``) or in Spark."""
+    components in the driver (``_closed_in_driver``) or in Spark; rebuild_share: see
+    ``entity_components``."""
     if "_batch" not in edges.columns:
         components = connected_components(edges, "src", "dst", **closure_options)
         return _for_writing(components.where(~F.col("node").startswith(VALUE_NODE_PREFIX)))
@@ -203,14 +228,17 @@ def _components(
     if batch is None:
         logger.info("entity_components: edges batch %s already closed: nothing to do", seen)
         return _changes(previous.limit(0), _previous_labels(previous.limit(0)), seen)
-    if edges.where(F.col("_batch") <= seen).limit(1).count() == 0:
+    rebuilt = edges.where(F.col("_batch") <= seen).limit(1).count() == 0
+    if rebuilt:
         # the edges were rebuilt (every batch is new): close everything again
         logger.info("entity_components: edges rebuilt since batch %s: closing all", seen)
+    if in_driver():
+        return _closed_in_driver(
+            live, previous, None if rebuilt else new, batch, rebuild_share, **closure_options
+        )
+    if rebuilt:
         closed = connected_components(live, "src", "dst", **closure_options)
         return _changes(closed, _previous_labels(previous), batch)
-
-    if in_driver():
-        return _closed_in_driver(live, previous, new, batch, **closure_options)
     # each step is computed once and joined by broadcast while it is small: the stored
     # edges and components are then read without a shuffle
     touched = materialize(
@@ -273,6 +301,27 @@ def _components(
     return _changes(closed, affected, batch)
 
 
+def _check_rebuild_share(share: Any) -> float:
+    """rebuild_share, else the environment variable REBUILD_SHARE_ENV, else
+    REBUILD_SHARE; fails on a value that is not a share."""
+    where = "argument 'rebuild_share'"
+    if share is None and os.environ.get(REBUILD_SHARE_ENV, ""):
+        where = f"setting 'rebuild_share' (the environment variable {REBUILD_SHARE_ENV})"
+        share = os.environ[REBUILD_SHARE_ENV]
+        try:
+            share = float(share)
+        except ValueError:
+            pass
+    if share is None:
+        return REBUILD_SHARE
+    if isinstance(share, bool) or not isinstance(share, int | float) or not share >= 0:
+        raise ClosureError(
+            f"entity_components, {where}: must be a number of 0 or more (a share of the"
+            f" state's nodes; 1 or more: only after the edges were rebuilt), got {share!r}"
+        )
+    return float(share)
+
+
 def _check_state_choice(choice: Any) -> None:
     """Fails on a state_in_driver, or a STATE_IN_DRIVER_ENV, that is not a choice."""
     if choice is not None and not isinstance(choice, bool):
@@ -319,7 +368,12 @@ def _arrow(df: DataFrame):
 
 
 def _closed_in_driver(
-    live: DataFrame, previous: DataFrame, new: DataFrame, batch: int, **closure_options: Any
+    live: DataFrame,
+    previous: DataFrame,
+    new: DataFrame | None,
+    batch: int,
+    rebuild_share: float = 1.0,
+    **closure_options: Any,
 ) -> DataFrame:
     """The rows of a run that follows the change, found in the driver: the state (node,
     component, batch) is read once, and each hop of the Spark path (the touched nodes,
@@ -329,12 +383,17 @@ def _closed_in_driver(
     does not fit (``connected_components`` then chooses), and the rows to write are
     the full outer join of the two (``_changes_arrow``). The same rows as the Spark
     path, which the property test of tests/functional holds to a from-scratch build.
+    new: the edges of the new batches, or None when the edges were rebuilt; then, or
+    when more than rebuild_share of the state's nodes are affected, the whole graph is
+    closed again and replaces the table (``_whole_in_driver``).
     """
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     spark = live.sparkSession
+    if new is None:
+        return _whole_in_driver(live, previous, None, batch, **closure_options)
     started = time.monotonic()
     state = _arrow(previous.select("node", "component", "_batch"))
     read_s = time.monotonic() - started
@@ -345,14 +404,7 @@ def _closed_in_driver(
             added.column("src").chunks + pc.drop_null(added.column("dst")).chunks, pa.string()
         )
     )
-    is_touched = pc.is_in(node, value_set=touched)
-    # the stored rows of the touched nodes, and the placeholders a run that died left
-    read = pc.or_(is_touched, pc.is_null(state.column("_batch")))
-    labels = pc.unique(pc.drop_null(pc.filter(component, is_touched)))
-    affected_rows = pc.or_(pc.is_in(component, value_set=labels), read)
-    entity = pc.invert(pc.starts_with(node, VALUE_NODE_PREFIX))
-    # written whatever its component: an entity node of the new edges, a placeholder
-    forced = pc.and_(read, pc.or_(pc.invert(is_touched), entity))
+    forced, affected_rows, read = _forced(state, touched)
     stored = pa.table(
         {
             "node": pc.filter(node, affected_rows),
@@ -377,6 +429,7 @@ def _closed_in_driver(
     )
     names = affected.column("node")
     nodes = pc.filter(names, pc.invert(pc.starts_with(names, VALUE_NODE_PREFIX)))
+    share = affected.num_rows / max(1, state.num_rows)
     logger.info(
         "entity_components: the state in the driver: %s rows, %s of Arrow, read in %.1fs;"
         " %s nodes affected (%.2f%%)",
@@ -384,33 +437,157 @@ def _closed_in_driver(
         f"{state.nbytes / 2**20:.1f} MiB",
         read_s,
         f"{affected.num_rows:,}",
-        100 * affected.num_rows / max(1, state.num_rows),
+        100 * share,
     )
     del state, node, component
+    if share > rebuild_share:
+        logger.info(
+            "entity_components: over rebuild_share=%s of the nodes affected: the whole graph"
+            " is closed again and replaces the table",
+            rebuild_share,
+        )
+        del affected, stored, names, nodes
+        return _whole_in_driver(live, previous, touched, batch, **closure_options)
     closed = _close_in_driver(live, nodes, **closure_options)
     return _for_writing(from_driver(spark, _changes_arrow(closed, affected, batch), CHANGES_SCHEMA))
 
 
+def _forced(state, touched) -> tuple:
+    """Of each row of the state (an Arrow table with node, component, _batch) given the
+    touched nodes (those of the new edges): whether it is written whatever its component
+    (an entity node of the new edges, or a placeholder a run that died left), and
+    whether it is affected (its component is one of the touched nodes', or it is read
+    as touched or a placeholder), and whether it is read (touched, or a placeholder).
+    Three boolean arrays."""
+    import pyarrow.compute as pc
+
+    node, component = state.column("node"), state.column("component")
+    is_touched = pc.is_in(node, value_set=touched)
+    # the stored rows of the touched nodes, and the placeholders a run that died left
+    read = pc.or_(is_touched, pc.is_null(state.column("_batch")))
+    labels = pc.unique(pc.drop_null(pc.filter(component, is_touched)))
+    affected_rows = pc.or_(pc.is_in(component, value_set=labels), read)
+    entity = pc.invert(pc.starts_with(node, VALUE_NODE_PREFIX))
+    return pc.and_(read, pc.or_(pc.invert(is_touched), entity)), affected_rows, read
+
+
+def _whole_in_driver(
+    live: DataFrame, previous: DataFrame, touched, batch: int, **closure_options: Any
+) -> DataFrame:
+    """The whole state after a run, to replace the table (``WHOLE``): every live edge
+    closed again in the driver (``_close_in_driver``), joined with the stored state
+    read once more (node, component, batch, previous component). The rows equal the
+    table a run that writes only the changes leaves: a node written by the run (its
+    component changed, or it is forced: see ``_forced``; every node when touched is
+    None, the edges rebuilt) has this batch and the component it had; every other
+    stored row is kept as it is; value nodes out of the graph are gone."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    spark = live.sparkSession
+    started = time.monotonic()
+    had = (
+        F.col(PREVIOUS_COMPONENT)
+        if PREVIOUS_COMPONENT in previous.columns
+        else F.lit(None).cast("string").alias(PREVIOUS_COMPONENT)
+    )
+    state = _arrow(previous.select("node", "component", "_batch", had))
+    if touched is None:
+        forced = pa.array(np.ones(state.num_rows, dtype=bool))
+    else:
+        forced = _forced(state, touched)[0]
+    logger.info(
+        "entity_components: the whole state in the driver: %s rows, read in %.1fs",
+        f"{state.num_rows:,}",
+        time.monotonic() - started,
+    )
+    closed = _close_in_driver(live, None, **closure_options)
+    names = closed.column("node").cast(pa.large_string())
+    labels = closed.column("component").cast(pa.large_string())
+    del closed
+    # each stored node's place among the closed names (null: out of the graph), then
+    # the closed names that are not stored: index lookups, not a join of the two
+    node = state.column("node").cast(pa.large_string())
+    component = pc.take(labels, pc.index_in(node, value_set=names))
+    before = state.column("component").cast(pa.large_string())
+    kept = pc.invert(
+        pc.and_(pc.is_null(component), pc.starts_with(node, VALUE_NODE_PREFIX))
+    )  # a value node out of the graph is gone
+    same = pc.or_(
+        pc.and_(pc.is_null(component), pc.is_null(before)),
+        pc.fill_null(pc.equal(component, before), False),
+    )
+    written = pc.or_(forced, pc.invert(same))
+    fresh = pc.invert(pc.is_in(names, value_set=node))
+    fresh_count = pc.sum(fresh).as_py() or 0
+    stored = pa.table(
+        {
+            "node": pc.filter(node, kept),
+            "component": pc.filter(component, kept),
+            "_batch": pc.filter(
+                pc.if_else(written, pa.scalar(batch, pa.int64()), state.column("_batch")), kept
+            ),
+            PREVIOUS_COMPONENT: pc.filter(
+                pc.if_else(
+                    written, before, state.column(PREVIOUS_COMPONENT).cast(pa.large_string())
+                ),
+                kept,
+            ),
+            STORED: pc.filter(pa.array(np.ones(state.num_rows, dtype=bool)), kept),
+        }
+    )
+    rows = pa.concat_tables(
+        [
+            stored,
+            pa.table(
+                {
+                    "node": pc.filter(names, fresh),
+                    "component": pc.filter(labels, fresh),
+                    "_batch": pa.array(np.full(fresh_count, batch, dtype=np.int64)),
+                    PREVIOUS_COMPONENT: pa.nulls(fresh_count, pa.large_string()),
+                    STORED: pa.array(np.zeros(fresh_count, dtype=bool)),
+                }
+            ),
+        ]
+    )
+    count = rows.num_rows
+    rows = rows.add_column(4, "$drop", pa.array(np.zeros(count, dtype=bool)))
+    rows = rows.append_column(WHOLE, pa.array(np.ones(count, dtype=bool)))
+    logger.info(
+        "entity_components: the whole state: %s rows, %s written by this run, in %.1fs",
+        f"{count:,}",
+        f"{(pc.sum(pc.filter(written, kept)).as_py() or 0) + fresh_count:,}",
+        time.monotonic() - started,
+    )
+    del state, names, labels, node, component, before
+    # from the driver in a few partitions, written as they are (no rebalance)
+    return from_driver(spark, rows, f"{CHANGES_SCHEMA}, `{WHOLE}` boolean")
+
+
 def _close_in_driver(live: DataFrame, nodes, **closure_options: Any):
     """The components of the live edges whose src is one of the entity nodes ``nodes``
-    (an Arrow array): one scan of the edges (the nodes broadcast to it while they are
-    few, else every live edge read and filtered here), labelled in the driver when
-    the closure's memory check lets it, else by ``connected_components``."""
+    (an Arrow array; None: every live edge): one scan of the edges (the nodes broadcast
+    to it while they are few, else every live edge read and filtered here), labelled in
+    the driver when the closure's memory check lets it, else by
+    ``connected_components``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     spark = live.sparkSession
     stats = closure_options.get("stats") or ClosureStats()
     started = time.monotonic()
-    few = len(nodes) <= BROADCAST_ROWS
-    chosen = from_driver(spark, pa.table({"src": nodes}), "src string")
-    subgraph_rows = live.join(F.broadcast(chosen) if few else chosen, "src", "left_semi")
+    few = nodes is not None and len(nodes) <= BROADCAST_ROWS
+    subgraph_rows = live
+    if nodes is not None:
+        chosen = from_driver(spark, pa.table({"src": nodes}), "src string")
+        subgraph_rows = live.join(F.broadcast(chosen) if few else chosen, "src", "left_semi")
     if few:
         subgraph = _arrow(subgraph_rows)
     else:
-        every = _arrow(live)
-        subgraph = every.filter(pc.is_in(every.column("src"), value_set=nodes))
-        del every
+        subgraph = _arrow(live)
+        if nodes is not None:
+            subgraph = subgraph.filter(pc.is_in(subgraph.column("src"), value_set=nodes))
     sources, targets = subgraph.column("src"), subgraph.column("dst")
     name_bytes = pc.sum(pc.binary_length(sources)).as_py() or 0
     name_bytes += pc.sum(pc.binary_length(targets)).as_py() or 0
