@@ -1,7 +1,8 @@
 """entity_components in a merge that follows the change, without dbt: random sequences
 of edges batches over an Iceberg state table, where each run's batch is computed twice,
 with the state read into the driver and with the hops in Spark, and both must be the
-same rows; applied to the state (as the entity_state strategy applies them), the state
+same rows; the same run rebuilding the state (rebuild_share 0) gives the whole table
+that those rows leave; applied to the state (as the entity_state strategy applies them), the state
 must label every live node as a from-scratch closure does. The dbt runs of the same
 models are proven in test_entity_merge_following.py."""
 
@@ -19,6 +20,7 @@ from dbt_merge.entity_merge.components import (
     READ_AT,
     STATE_IN_DRIVER_ENV,
     STORED,
+    WHOLE,
     entity_components,
 )
 from tests.functional.test_closure import reference_components
@@ -72,9 +74,16 @@ def apply(state: dict, batch_rows: list) -> None:
             state[row["node"]] = (row["component"], row["_batch"], row[PREVIOUS_COMPONENT])
 
 
-def batch_rows(spark, edges: str, state: str, in_driver: bool, **closure_options) -> list:
+def batch_rows(
+    spark, edges: str, state: str, in_driver: bool, rebuild_share: float = 1.0, **closure_options
+) -> list:
+    """The rows of a run (rebuild_share 1: the changes, never the whole state)."""
     out = entity_components(
-        spark.table(edges), previous=state, state_in_driver=in_driver, **closure_options
+        spark.table(edges),
+        previous=state,
+        state_in_driver=in_driver,
+        rebuild_share=rebuild_share,
+        **closure_options,
     )
     assert READ_AT in out.columns
     return sorted(out.drop(READ_AT).collect(), key=lambda row: row["node"])
@@ -115,7 +124,14 @@ def test_the_state_in_the_driver_writes_what_the_hops_in_spark_write(spark, sche
         assert {row["node"] for row in in_driver if not row[STORED]} <= {
             row[0] for row in graph.edges()
         } | set(VALUES)
+        # the same run rebuilding the state: the whole table, as the changes leave it
+        whole = batch_rows(spark, edges, stored, True, rebuild_share=0)
         apply(state, in_driver)
+        assert all(row[WHOLE] and not row["$drop"] for row in whole), f"batch {batch}"
+        replaced = {
+            row["node"]: (row["component"], row["_batch"], row[PREVIOUS_COMPONENT]) for row in whole
+        }
+        assert replaced == state, f"batch {batch}: the rebuilt state differs"
         live = [(src, dst) for src, dst, _ in graph.edges() if dst is not None]
         expected = reference_components(live)
         labelled = {node: values[0] for node, values in state.items() if values[0] is not None}

@@ -179,10 +179,13 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        return {
-            **merge_vars(m_cd=declaration("composite", "default")),
-            "models": {"+file_format": "iceberg"},
+        # a new record here is a large share of few: the edges compare the records (no
+        # rebuild, which test_a_rebuild_is_not_published_over_another_runs_commit runs)
+        variables = {
+            **merge_vars(m_cd=declaration("composite", "default"))["vars"],
+            "dbt_merge_rebuild_share": 1000000,
         }
+        return {"vars": variables, "models": {"+file_format": "iceberg"}}
 
     @staticmethod
     def collide(project, spark, seed: int, args: list[str]) -> tuple[bool, str, int]:
@@ -228,6 +231,14 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
             " and name != 'main'"
         ).collect()
         assert branches == [], "the branches of both runs were dropped"
+
+    def test_a_rebuild_is_not_published_over_another_runs_commit(self, project, spark):
+        # this run rebuilds the edges (every row, one overwrite on a branch of its own)
+        rebuild = ["--vars", "{dbt_merge_rebuild_share: 0}"]
+        succeeded, message, stored = self.collide(project, spark, seed=6, args=rebuild)
+        assert not succeeded and "another writer committed" in message, message
+        assert "nothing of this run's batch was written" in message, message
+        assert stored == 1, f"the new key is stored {stored} times"
 
     def test_a_components_batch_is_not_written_over_a_commit_made_while_it_was_computed(
         self, project, spark

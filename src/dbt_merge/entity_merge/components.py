@@ -125,11 +125,12 @@ def entity_components(
             by the driver's free memory (``state_fits``), unless the environment
             variable ``DBT_MERGE_STATE_IN_DRIVER`` says ``1`` or ``0``. The log says
             which was taken and why.
-        rebuild_share: in a run that works in the driver, the share of the state's
+        rebuild_share: in a run that works in the driver, the share of the graph's
             nodes above which the run closes the whole graph again and replaces the
             table (one overwrite) rather than writing the changed rows of the
             affected components (a MERGE that finds each of them); the same rows
-            either way. A run after the edges were rebuilt always does. 0 or more;
+            either way. A run that finds every edges row new (the edges built again
+            from scratch) always does. 0 or more (1 or more: only then);
             None (the default) takes the environment variable
             ``DBT_MERGE_REBUILD_SHARE`` when set, else ``REBUILD_SHARE``.
         **closure_options: passed to ``dbt_merge.closure.connected_components``
@@ -317,7 +318,7 @@ def _check_rebuild_share(share: Any) -> float:
     if isinstance(share, bool) or not isinstance(share, int | float) or not share >= 0:
         raise ClosureError(
             f"entity_components, {where}: must be a number of 0 or more (a share of the"
-            f" state's nodes; 1 or more: only after the edges were rebuilt), got {share!r}"
+            f" graph's nodes; 1 or more: only when every edges row is new), got {share!r}"
         )
     return float(share)
 
@@ -429,7 +430,8 @@ def _closed_in_driver(
     )
     names = affected.column("node")
     nodes = pc.filter(names, pc.invert(pc.starts_with(names, VALUE_NODE_PREFIX)))
-    share = affected.num_rows / max(1, state.num_rows)
+    # of the graph's nodes after the run (the stored ones and the new)
+    share = affected.num_rows / max(1, state.num_rows + len(fresh))
     logger.info(
         "entity_components: the state in the driver: %s rows, %s of Arrow, read in %.1fs;"
         " %s nodes affected (%.2f%%)",
@@ -480,7 +482,8 @@ def _whole_in_driver(
     table a run that writes only the changes leaves: a node written by the run (its
     component changed, or it is forced: see ``_forced``; every node when touched is
     None, the edges rebuilt) has this batch and the component it had; every other
-    stored row is kept as it is; value nodes out of the graph are gone."""
+    stored row is kept as it is; value nodes out of the graph are gone; a new entity
+    node of the new edges without an edge (a deleted record) has a tombstone."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -537,13 +540,26 @@ def _whole_in_driver(
             STORED: pc.filter(pa.array(np.ones(state.num_rows, dtype=bool)), kept),
         }
     )
+    added_names, added_labels = pc.filter(names, fresh), pc.filter(labels, fresh)
+    if touched is not None:
+        # a new record without an edge (deleted, or gone): its tombstone, as a run that
+        # writes the changes writes it
+        touched = touched.cast(pa.large_string())
+        alone = pc.filter(touched, pc.invert(pc.starts_with(touched, VALUE_NODE_PREFIX)))
+        alone = pc.filter(alone, pc.invert(pc.is_in(alone, value_set=names)))
+        alone = pc.filter(alone, pc.invert(pc.is_in(alone, value_set=node)))
+        added_names = pa.chunked_array([*added_names.chunks, alone], pa.large_string())
+        added_labels = pa.chunked_array(
+            [*added_labels.chunks, pa.nulls(len(alone), pa.large_string())], pa.large_string()
+        )
+        fresh_count += len(alone)
     rows = pa.concat_tables(
         [
             stored,
             pa.table(
                 {
-                    "node": pc.filter(names, fresh),
-                    "component": pc.filter(labels, fresh),
+                    "node": added_names,
+                    "component": added_labels,
                     "_batch": pa.array(np.full(fresh_count, batch, dtype=np.int64)),
                     PREVIOUS_COMPONENT: pa.nulls(fresh_count, pa.large_string()),
                     STORED: pa.array(np.zeros(fresh_count, dtype=bool)),
