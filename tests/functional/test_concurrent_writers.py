@@ -180,7 +180,7 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
     @pytest.fixture(scope="class")
     def project_config_update(self):
         # a new record here is a large share of few: the edges compare the records (no
-        # rebuild, which test_a_rebuild_is_not_published_over_another_runs_commit runs)
+        # rebuild, but where a test says so)
         variables = {
             **merge_vars(m_cd=declaration("composite", "default"))["vars"],
             "dbt_merge_rebuild_share": 1000000,
@@ -218,11 +218,21 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
         assert not succeeded and "ValidationException" in message, message
         assert stored == 1, f"the new key is stored {stored} times"
 
-    def test_a_batch_on_a_branch_is_not_published_over_another_runs_commit(self, project, spark):
-        # this run lists no keys in its MERGE (as a batch over 20,000 keys does): its
-        # new keys are appended as placeholders first, on a branch of the run's own
-        limit = ["--vars", "{dbt_merge_state_filter_limit: 0}"]
-        succeeded, message, stored = self.collide(project, spark, seed=4, args=limit)
+    @pytest.mark.parametrize(
+        "seed, variables",
+        [
+            # this run lists no keys in its MERGE (as a batch over 20,000 keys does): its
+            # new keys are appended as placeholders first, on a branch of the run's own
+            (4, "{dbt_merge_state_filter_limit: 0}"),
+            # this run rebuilds the edges: every row, one overwrite on such a branch
+            (6, "{dbt_merge_rebuild_share: 0}"),
+        ],
+        ids=["placeholders", "rebuild"],
+    )
+    def test_a_batch_on_a_branch_is_not_published_over_another_runs_commit(
+        self, project, spark, seed, variables
+    ):
+        succeeded, message, stored = self.collide(project, spark, seed, ["--vars", variables])
         assert not succeeded and "another writer committed" in message, message
         assert "nothing of this run's batch was written" in message, message
         assert stored == 1, f"the new key is stored {stored} times"
@@ -231,14 +241,6 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
             " and name != 'main'"
         ).collect()
         assert branches == [], "the branches of both runs were dropped"
-
-    def test_a_rebuild_is_not_published_over_another_runs_commit(self, project, spark):
-        # this run rebuilds the edges (every row, one overwrite on a branch of its own)
-        rebuild = ["--vars", "{dbt_merge_rebuild_share: 0}"]
-        succeeded, message, stored = self.collide(project, spark, seed=6, args=rebuild)
-        assert not succeeded and "another writer committed" in message, message
-        assert "nothing of this run's batch was written" in message, message
-        assert stored == 1, f"the new key is stored {stored} times"
 
     def test_a_components_batch_is_not_written_over_a_commit_made_while_it_was_computed(
         self, project, spark

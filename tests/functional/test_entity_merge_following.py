@@ -419,6 +419,17 @@ class Following(InstallsDbtMerge):
         skip = [] if reference else ["--exclude", "r_edges+"]
         run_dbt(["run", *args, *skip], expect_pass=expect_pass, callbacks=[sql_recorder(queries)])
 
+    def deliver_dying(self, deliveries, spark, schema: str, queries: list[str], args, point):
+        """deliver, in a run that dies at the failure point point (DBT_MERGE_FAIL_AT);
+        the from-scratch models are left out."""
+        os.environ["DBT_MERGE_FAIL_AT"] = point
+        try:
+            self.deliver(
+                deliveries, spark, schema, queries, args, expect_pass=False, reference=False
+            )
+        finally:
+            del os.environ["DBT_MERGE_FAIL_AT"]
+
 
 class TestFollowingTheChange(Following):
     def test_deliveries_equal_from_scratch_builds(self, project, spark):
@@ -487,13 +498,7 @@ class TestFollowingTheChange(Following):
                 before = self.snapshots(spark, schema)
                 died_in = DIED_IN.get(point)
                 branches_before = died_in and self.run_branches(spark, schema, died_in)
-                os.environ["DBT_MERGE_FAIL_AT"] = point
-                try:
-                    self.deliver(
-                        deliveries, spark, schema, queries, args, expect_pass=False, reference=False
-                    )
-                finally:
-                    del os.environ["DBT_MERGE_FAIL_AT"]
+                self.deliver_dying(deliveries, spark, schema, queries, args, point)
                 for name in ("f_edges", "f_components", *(f"f_{c}" for c in COMBOS)):
                     spark.sql(f"select count(*) from {schema}.{name}").collect()
                 if died_in:
@@ -655,13 +660,7 @@ class TestRebuilding(Following):
             step = f"round {number}: {rebuilt} rebuilt"
             if point:
                 before = self.snapshots(spark, schema)
-                os.environ["DBT_MERGE_FAIL_AT"] = point
-                try:
-                    self.deliver(
-                        deliveries, spark, schema, queries, args, expect_pass=False, reference=False
-                    )
-                finally:
-                    del os.environ["DBT_MERGE_FAIL_AT"]
+                self.deliver_dying(deliveries, spark, schema, queries, args, point)
                 if point in DIED_IN:
                     # the replacing commit went to the run's branch: main is as it was
                     died_in = DIED_IN[point]
