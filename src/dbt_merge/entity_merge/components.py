@@ -384,8 +384,8 @@ def _closed_in_driver(
     does not fit (``connected_components`` then chooses), and the rows to write are
     the full outer join of the two (``_changes_arrow``). The same rows as the Spark
     path, which the property test of tests/functional holds to a from-scratch build.
-    new: the edges of the new batches, or None when the edges were rebuilt; then, or
-    when more than rebuild_share of the state's nodes are affected, the whole graph is
+    new: the edges of the new batches, or None when every edges row is new; then, or
+    when more than rebuild_share of the graph's nodes are affected, the whole graph is
     closed again and replaces the table (``_whole_in_driver``).
     """
     import numpy as np
@@ -481,7 +481,7 @@ def _whole_in_driver(
     read once more (node, component, batch, previous component). The rows equal the
     table a run that writes only the changes leaves: a node written by the run (its
     component changed, or it is forced: see ``_forced``; every node when touched is
-    None, the edges rebuilt) has this batch and the component it had; every other
+    None, every edges row new) has this batch and the component it had; every other
     stored row is kept as it is; value nodes out of the graph are gone; a new entity
     node of the new edges without an edge (a deleted record) has a tombstone."""
     import numpy as np
