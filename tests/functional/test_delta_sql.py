@@ -374,6 +374,8 @@ NOT_SQL = {
     "_entity_stage runs for people_follow_edges",
     "_entity_edge_rows_sql": "a select, parsed inside equality_edges (people_edges) and the "
     "staging CREATE of people_follow_edges",
+    "_entity_record_rows_sql": "the selects of a record's rows, parsed inside "
+    "_entity_edge_rows_sql",
     "_entity_change_marks": "a select of max(change_mark) by dataset, run only for a merge "
     "with change_columns, which this project does not declare",
     "_entity_merge_change_columns": "sets each dataset's change SQL (a dict update)",
@@ -522,6 +524,12 @@ NOT_ON_DATABRICKS = {
     "_entity_pin_datasets": f"{DIGEST}; Iceberg time travel of the datasets",
     "_entity_digest_snapshots": f"{DIGEST}; show tblproperties of the digest",
     "finish_incremental_entity_state": f"{DIGEST}; a step of the spark_session flow",
+    "_entity_rebuild_share": f"{DIGEST}; the edges rebuild by their digest",
+    "_entity_edges_rebuild": f"{DIGEST}; the edges rebuild by their digest",
+    "_entity_rebuilt_edge_rows_sql": f"{DIGEST}; the edges rebuild by their digest",
+    "_entity_state_replace_sql": "replaces a state table rebuilt by the edges' Iceberg-only "
+    "digest, or by a components run with its Iceberg table by name (tested in "
+    "test_entity_merge_following.py)",
 }
 
 # -- expected shape of each rendered node ----------------------------------------------------
