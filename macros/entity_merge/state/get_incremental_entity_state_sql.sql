@@ -37,11 +37,11 @@
     {%- set unique_key = arg_dict.get('unique_key') %}
     {%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list %}
     {%- set keys = dbt_merge._entity_state_keys(target, unique_key, columns) %}
+    {%- set state_name = 'edges' if keys[0] == 'src' else 'components' %}
     {%- set iceberg = config.get('file_format') == 'iceberg' %}
     {%- set source_columns = adapter.get_columns_in_relation(source) | map(attribute='name') | map('lower') | list %}
     {%- if '$whole' in source_columns %}
         {#-- the whole state, rebuilt: it replaces the table (even when empty) --#}
-        {%- set state_name = 'edges' if keys[0] == 'src' else 'components' %}
         {%- if not iceberg %}
 {{ dbt_merge._entity_state_replace_sql(target, source, columns) }}
         {%- else %}
@@ -57,7 +57,6 @@ select 'dbt_merge: an empty batch, nothing to write' as entity_state
         {%- set filter = dbt_merge._entity_state_target_filter(source, keys, unique_key) %}
         {#-- a batch Spark cannot broadcast would be shuffled with the target anyway --#}
         {%- set rows = run_query('select count(*) from ' ~ source).rows[0][0] if not unique_key and not filter and keys[0] in ['src', 'node'] else none %}
-        {%- set state_name = 'edges' if keys[0] == 'src' else 'components' %}
         {#-- a large components batch rewrites the table (_entity_state_rewrite_sql) --#}
         {%- set rewrite = iceberg and rows is not none and state_name == 'components' and rows > dbt_merge._entity_state_rewrite_limit() %}
         {%- set placeholders = not rewrite and rows is not none and rows <= dbt_merge._entity_state_broadcast_limit() %}

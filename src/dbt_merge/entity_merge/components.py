@@ -406,6 +406,28 @@ def _closed_in_driver(
         )
     )
     forced, affected_rows, read = _forced(state, touched)
+    sources = pc.unique(added.column("src"))
+    fresh = pc.filter(sources, pc.invert(pc.is_in(sources, value_set=pc.filter(node, read))))
+    affected_count = (pc.sum(affected_rows).as_py() or 0) + len(fresh)
+    # of the graph's nodes after the run (the stored ones and the new)
+    share = affected_count / max(1, state.num_rows + len(fresh))
+    logger.info(
+        "entity_components: the state in the driver: %s rows, %s of Arrow, read in %.1fs;"
+        " %s nodes affected (%.2f%%)",
+        f"{state.num_rows:,}",
+        f"{state.nbytes / 2**20:.1f} MiB",
+        read_s,
+        f"{affected_count:,}",
+        100 * share,
+    )
+    if share > rebuild_share:
+        logger.info(
+            "entity_components: over rebuild_share=%s of the nodes affected: the whole graph"
+            " is closed again and replaces the table",
+            rebuild_share,
+        )
+        del state, node, component, forced, affected_rows, read
+        return _whole_in_driver(live, previous, touched, batch, **closure_options)
     stored = pa.table(
         {
             "node": pc.filter(node, affected_rows),
@@ -413,8 +435,7 @@ def _closed_in_driver(
             TOUCHED: pc.filter(forced, affected_rows),
         }
     )
-    sources = pc.unique(added.column("src"))
-    fresh = pc.filter(sources, pc.invert(pc.is_in(sources, value_set=pc.filter(node, read))))
+    del state, node, component
     affected = pa.concat_tables(
         [
             stored.append_column(STORED, pa.array(np.ones(stored.num_rows, dtype=bool))),
@@ -430,26 +451,6 @@ def _closed_in_driver(
     )
     names = affected.column("node")
     nodes = pc.filter(names, pc.invert(pc.starts_with(names, VALUE_NODE_PREFIX)))
-    # of the graph's nodes after the run (the stored ones and the new)
-    share = affected.num_rows / max(1, state.num_rows + len(fresh))
-    logger.info(
-        "entity_components: the state in the driver: %s rows, %s of Arrow, read in %.1fs;"
-        " %s nodes affected (%.2f%%)",
-        f"{state.num_rows:,}",
-        f"{state.nbytes / 2**20:.1f} MiB",
-        read_s,
-        f"{affected.num_rows:,}",
-        100 * share,
-    )
-    del state, node, component
-    if share > rebuild_share:
-        logger.info(
-            "entity_components: over rebuild_share=%s of the nodes affected: the whole graph"
-            " is closed again and replaces the table",
-            rebuild_share,
-        )
-        del affected, stored, names, nodes
-        return _whole_in_driver(live, previous, touched, batch, **closure_options)
     closed = _close_in_driver(live, nodes, **closure_options)
     return _for_writing(from_driver(spark, _changes_arrow(closed, affected, batch), CHANGES_SCHEMA))
 
@@ -517,13 +518,9 @@ def _whole_in_driver(
     kept = pc.invert(
         pc.and_(pc.is_null(component), pc.starts_with(node, VALUE_NODE_PREFIX))
     )  # a value node out of the graph is gone
-    same = pc.or_(
-        pc.and_(pc.is_null(component), pc.is_null(before)),
-        pc.fill_null(pc.equal(component, before), False),
-    )
+    same = _same(component, before)
     written = pc.or_(forced, pc.invert(same))
     fresh = pc.invert(pc.is_in(names, value_set=node))
-    fresh_count = pc.sum(fresh).as_py() or 0
     stored = pa.table(
         {
             "node": pc.filter(node, kept),
@@ -552,7 +549,7 @@ def _whole_in_driver(
         added_labels = pa.chunked_array(
             [*added_labels.chunks, pa.nulls(len(alone), pa.large_string())], pa.large_string()
         )
-        fresh_count += len(alone)
+    added = len(added_names)
     rows = pa.concat_tables(
         [
             stored,
@@ -560,9 +557,9 @@ def _whole_in_driver(
                 {
                     "node": added_names,
                     "component": added_labels,
-                    "_batch": pa.array(np.full(fresh_count, batch, dtype=np.int64)),
-                    PREVIOUS_COMPONENT: pa.nulls(fresh_count, pa.large_string()),
-                    STORED: pa.array(np.zeros(fresh_count, dtype=bool)),
+                    "_batch": pa.array(np.full(added, batch, dtype=np.int64)),
+                    PREVIOUS_COMPONENT: pa.nulls(added, pa.large_string()),
+                    STORED: pa.array(np.zeros(added, dtype=bool)),
                 }
             ),
         ]
@@ -573,7 +570,7 @@ def _whole_in_driver(
     logger.info(
         "entity_components: the whole state: %s rows, %s written by this run, in %.1fs",
         f"{count:,}",
-        f"{(pc.sum(pc.filter(written, kept)).as_py() or 0) + fresh_count:,}",
+        f"{(pc.sum(pc.filter(written, kept)).as_py() or 0) + added:,}",
         time.monotonic() - started,
     )
     del state, names, labels, node, component, before
@@ -658,10 +655,7 @@ def _changes_arrow(closed, affected, batch: int):
     node, component = joined.column("node"), joined.column("component")
     previous = joined.column(PREVIOUS_COMPONENT)
     drop = pc.and_(pc.is_null(joined.column("$closed")), pc.starts_with(node, VALUE_NODE_PREFIX))
-    same = pc.or_(
-        pc.and_(pc.is_null(component), pc.is_null(previous)),
-        pc.fill_null(pc.equal(component, previous), False),
-    )
+    same = _same(component, previous)
     changed = pc.or_(pc.fill_null(joined.column(TOUCHED), True), pc.invert(same))
     keep = pc.or_(changed, drop)
     rows = pc.sum(keep).as_py() or 0
@@ -674,6 +668,15 @@ def _changes_arrow(closed, affected, batch: int):
             "$drop": pc.filter(drop, keep),
             STORED: pc.filter(pc.fill_null(joined.column(STORED), False), keep),
         }
+    )
+
+
+def _same(left, right):
+    """Arrow: whether left and right are equal, null-safe (two nulls are equal)."""
+    import pyarrow.compute as pc
+
+    return pc.or_(
+        pc.and_(pc.is_null(left), pc.is_null(right)), pc.fill_null(pc.equal(left, right), False)
     )
 
 
