@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import DBT, process_env
-from tests.project.installing import write_installing_project
+from tests.project.installing import SHORT_JVM, write_installing_project
 
 BATCH = """
 {{ config(materialized='view') }}
@@ -58,6 +58,7 @@ class Project:
                 "spark.master": "local[1]",
                 "spark.driver.memory": "1g",
                 "spark.sql.shuffle.partitions": "1",
+                **SHORT_JVM,
             },
         )
         (path / "models" / "batch.sql").write_text(BATCH)

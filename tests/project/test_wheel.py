@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.project.installing import write_installing_project
+from tests.project.installing import SHORT_JVM, write_installing_project
 
 pytestmark = pytest.mark.wheel
 
@@ -97,6 +97,7 @@ def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: int = 900) ->
 def _project(path: Path, warehouse: Path) -> None:
     spark = {"spark.master": "local[1]", "spark.driver.memory": "1g"}
     spark["spark.sql.shuffle.partitions"] = "1"
+    spark.update(SHORT_JVM)
     write_installing_project(path, "shop", warehouse, server_side_parameters=spark)
     (path / "tests").mkdir()
     for name, text in MODELS.items():
