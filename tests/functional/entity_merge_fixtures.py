@@ -7,6 +7,9 @@ import pytest
 from tests.conftest import ROOT
 
 PACKAGES = {"packages": [{"local": str(ROOT)}]}
+# a share no run reaches: the state is never rebuilt (the edges' rebuild_share; the
+# components' through REBUILD_SHARE_ENV)
+NEVER = 1000000
 
 
 class InstallsDbtMerge:

@@ -19,7 +19,7 @@ import pytest
 from dbt.tests.util import run_dbt
 
 from tests.conftest import WAREHOUSE
-from tests.functional.entity_merge_fixtures import InstallsDbtMerge, merge_vars
+from tests.functional.entity_merge_fixtures import NEVER, InstallsDbtMerge, merge_vars
 from tests.functional.other_writer import OtherWriter
 from tests.functional.test_entity_merge_following import (
     declaration,
@@ -183,7 +183,7 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
         # rebuild, but where a test says so)
         variables = {
             **merge_vars(m_cd=declaration("composite", "default"))["vars"],
-            "dbt_merge_rebuild_share": 1000000,
+            "dbt_merge_rebuild_share": NEVER,
         }
         return {"vars": variables, "models": {"+file_format": "iceberg"}}
 

@@ -30,7 +30,7 @@ import pytest
 from dbt.tests.util import run_dbt
 
 from dbt_merge.entity_merge.components import REBUILD_SHARE_ENV
-from tests.functional.entity_merge_fixtures import InstallsDbtMerge, merge_vars
+from tests.functional.entity_merge_fixtures import NEVER, InstallsDbtMerge, merge_vars
 from tests.functional.test_entity_merge import sql_recorder
 
 # runs that die at a commit boundary (random delivery number -> failure point); two in
@@ -255,11 +255,6 @@ def scripted(deliveries: Deliveries):
     yield "c1 and c2 come back", {"0|a1", "0|a2", "2|c1", "2|c2"}
 
 
-# a share no run reaches: the state is never rebuilt (rebuild_share of the edges, and
-# of the components through REBUILD_SHARE_ENV)
-NEVER = 1000000
-
-
 class Following(InstallsDbtMerge):
     """The project of the merges that follow the change, the checks against the
     from-scratch builds, and a delivery's run. A delivery here rewrites a large share of
@@ -455,7 +450,9 @@ class TestFollowingTheChange(Following):
             for q in queries
             if "f_components version as of" in q
         }
-        assert followed == {f"f_{combo}" for combo in COMBOS}, "the f_ models followed the change"
+        assert followed == {f"f_{combo}" for combo in self.combos}, (
+            "the f_ models followed the change"
+        )
         assert not [q for q in queries if "r_components version as of" in q]
         # a delivery that changes nothing: the edges and components write nothing, and
         # the merged models stop after reading the tables' history (dbt-spark's merge
@@ -499,7 +496,7 @@ class TestFollowingTheChange(Following):
                 died_in = DIED_IN.get(point)
                 branches_before = died_in and self.run_branches(spark, schema, died_in)
                 self.deliver_dying(deliveries, spark, schema, queries, args, point)
-                for name in ("f_edges", "f_components", *(f"f_{c}" for c in COMBOS)):
+                for name in ("f_edges", "f_components", *(f"f_{c}" for c in self.combos)):
                     spark.sql(f"select count(*) from {schema}.{name}").collect()
                 if died_in:
                     # the placeholders (and the MERGE) went to the run's own branch: the
@@ -577,7 +574,7 @@ class TestFollowingTheChange(Following):
                 assert not old_ids and not current, round_number
                 assert not [q for q in queries if "__dbt_merge_affected" in q], round_number
             else:
-                assert len(old_ids) == len(COMBOS), round_number
+                assert len(old_ids) == len(self.combos), round_number
                 travelled = {"version as of" in q for q in old_ids}
                 assert travelled == {components_runs > 1}, round_number
                 joined = {"join affected as c" in q for q in current}

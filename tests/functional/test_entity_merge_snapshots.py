@@ -16,7 +16,7 @@ import re
 import pytest
 from dbt.tests.util import run_dbt
 
-from tests.functional.entity_merge_fixtures import InstallsDbtMerge, merge_vars
+from tests.functional.entity_merge_fixtures import NEVER, InstallsDbtMerge, merge_vars
 from tests.functional.test_entity_merge import sql_recorder
 
 ROWS = {
@@ -77,7 +77,7 @@ class SnapshotMerge(InstallsDbtMerge):
         }
         # deliveries here change a large share of few records: the edges compare them
         # (no rebuild), as they do a small share of many
-        variables = {**merge_vars(m=merge)["vars"], "dbt_merge_rebuild_share": 1000000}
+        variables = {**merge_vars(m=merge)["vars"], "dbt_merge_rebuild_share": NEVER}
         return {
             "vars": variables,
             "models": {"+file_format": "iceberg", "+materialized": "table"},
