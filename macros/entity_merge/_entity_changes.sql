@@ -37,12 +37,7 @@ changed as (
     left join previous
         on previous.`_id` = current_entities.`_id`
     where previous.`_id` is null
-        or not (
-            previous.entity <=> current_entities.entity
-            and previous.`$ids` <=> current_entities.`$ids`
-            and previous.`$deleted` <=> current_entities.`$deleted`
-            and previous.`$replaced` <=> false
-        )
+        or not {{ dbt_merge._entity_same_as_stored_sql() }}
 ),
 
 -- ids emitted live before and not valid now
@@ -121,12 +116,8 @@ paired as (
     select
         coalesce(current_entities.`_id`, previous.`_id`) as `_id`,
         case
-            when current_entities.`_id` is not null then previous.`_id` is null or not (
-                previous.entity <=> current_entities.entity
-                and previous.`$ids` <=> current_entities.`$ids`
-                and previous.`$deleted` <=> current_entities.`$deleted`
-                and previous.`$replaced` <=> false
-            )
+            when current_entities.`_id` is not null
+                then previous.`_id` is null or not {{ dbt_merge._entity_same_as_stored_sql() }}
             else not previous.`$deleted`
         end as is_emitted,
         if(current_entities.`_id` is not null, current_entities.`$ids`, previous.`$ids`) as `$ids`,
@@ -135,7 +126,7 @@ paired as (
         if(current_entities.`_id` is not null, current_entities.entity, previous.entity) as entity
         {%- for column in columns %},
         {%- set name = adapter.quote(column.name) %}
-        if(current_entities.`_id` is not null, current_entities.{{ name }}, {{ 'previous.' ~ name if column.name | lower in previous_columns else 'cast(null as ' ~ column.type ~ ')' }}) as {{ name }}
+        if(current_entities.`_id` is not null, current_entities.{{ name }}, {{ dbt_merge._entity_stored_column_sql('previous', column, previous_columns) }}) as {{ name }}
         {%- endfor %}
     from current_entities
     full outer join previous
@@ -273,14 +264,34 @@ retired as (
         coalesce(gone_replaced.is_replaced, false) as `$replaced`,
         gone.entity
         {%- for column in columns %},
-        {%- if column.name | lower in previous_columns %}
-        gone.{{ adapter.quote(column.name) }}
-        {%- else %}
-        cast(null as {{ column.type }}) as {{ adapter.quote(column.name) }}
-        {%- endif %}
+        {{ dbt_merge._entity_stored_column_sql('gone', column, previous_columns) }} as {{ adapter.quote(column.name) }}
         {%- endfor %}
     from gone
     left join gone_replaced
         on gone_replaced.`_id` = gone.`_id`
 )
 {%- endmacro %}
+
+
+{#-- The condition that the stored row `previous` holds the entity in `current_entities`
+     as this run would emit it: the same entity, $ids and $deleted, and not retired as
+     replaced. An entity is emitted when it is new or this is false. --#}
+{% macro _entity_same_as_stored_sql() %}
+    {{- return(
+        '(previous.entity <=> current_entities.entity'
+        ~ ' and previous.`$ids` <=> current_entities.`$ids`'
+        ~ ' and previous.`$deleted` <=> current_entities.`$deleted`'
+        ~ ' and previous.`$replaced` <=> false)'
+    ) -}}
+{% endmacro %}
+
+
+{#-- The typed column (a strategy column {name, type}) of the stored row alias: the
+     stored value, or null when the stored table does not have the column yet
+     (previous_columns: its lower-cased column names). --#}
+{% macro _entity_stored_column_sql(alias, column, previous_columns) %}
+    {%- if column.name | lower in previous_columns -%}
+        {{- return(alias ~ '.' ~ adapter.quote(column.name)) -}}
+    {%- endif -%}
+    {{- return('cast(null as ' ~ column.type ~ ')') -}}
+{% endmacro %}

@@ -277,6 +277,8 @@ RENDERED = {
     "_entity_checked_cte": "people_listed",
     "_entity_changes_ctes": "people",
     "_entity_compared_ctes": "people",
+    "_entity_same_as_stored_sql": "people",
+    "_entity_stored_column_sql": "people",
     "_entity_retired_ctes": "people",
     "_entity_fingerprint_sql": "people_edges",
     "_entity_current_records_sql": "people_edges",
