@@ -101,20 +101,25 @@
     {% set batch = 0 if incremental and unchanged else dbt_merge._entity_next_batch(this if incremental else none) %}
 
 {% if incremental and not unchanged and not rebuild %}
-    {#-- the changed records read once (from the datasets, or from the candidates) --#}
-    {% set records_relation = dbt_merge._entity_stage('records', dbt_merge._entity_current_records_sql(spec, changed_relation, candidates=candidates)) %}
+    {#-- the changed records: the changed rows carry them when they come from the
+         candidates; otherwise read from the datasets once --#}
+    {% if candidates is not none %}
+        {% set records_relation = dbt_merge._entity_carried_records_sql(changed_relation) %}
+    {% else %}
+        {% set records_relation = dbt_merge._entity_stage('records', dbt_merge._entity_current_records_sql(spec, changed_relation)) %}
+    {% endif %}
 {% endif %}
-{% if digested and incremental and not rebuild and (changed_relation is not none or digest is none) %}
-    {#-- the digest once the batch is written; finish_incremental_entity_state stores it
-         after the MERGE's commit --#}
-    {% do dbt_merge._entity_stage('digest_next', dbt_merge._entity_next_digest_sql(
+{% if digested and incremental and not rebuild and digest is not none and changed_relation is not none %}
+    {#-- the digest once the batch is written, from the stored one and the changed
+         records: finish_incremental_entity_state computes and stores it after the
+         MERGE's commit --#}
+    {% do dbt_merge._entity_digest_plan('next', snapshots=snapshots, source=dbt_merge._entity_next_digest_sql(
         digest, changed_relation, records_relation if not unchanged else none
     )) %}
-    {% do dbt_merge._entity_digest_plan('next', snapshots=snapshots) %}
 {% elif digested %}
-    {#-- a first run computes it from the edges it writes; a run that found no bucket
-         changed keeps the stored one --#}
-    {% do dbt_merge._entity_digest_plan('keep' if incremental and not rebuild else 'rebuild', snapshots=snapshots) %}
+    {#-- a first run, a rebuild and a run without a usable digest compute it from the
+         edges once written; a run that found no bucket changed keeps the stored one --#}
+    {% do dbt_merge._entity_digest_plan('keep' if incremental and not rebuild and digest is not none else 'rebuild', snapshots=snapshots) %}
 {% elif dbt_merge._entity_state_on_iceberg() %}
     {% do dbt_merge._entity_digest_plan('none') %}
 {% endif %}
@@ -137,15 +142,11 @@
      staged changed records: of every new or changed one; with buckets, the staged
      buckets whose digest changed: of every record in them): its dataset offset, node,
      the fingerprint of its row, whether it is live, the value nodes of its operands and
-     its change mark. candidates: the records of the changed buckets as staged (with
-     buckets), read instead of the datasets. A change-following run stages it once: the
-     edges rows read it several times. --#}
-{% macro _entity_current_records_sql(spec, changed_relation=none, buckets=none, candidates=none) %}
+     its change mark. A change-following run stages it once: the edges rows read it
+     several times. --#}
+{% macro _entity_current_records_sql(spec, changed_relation=none, buckets=none) %}
     {%- set selects = [] %}
-    {%- if candidates is not none %}
-        {%- do selects.append('select * from ' ~ candidates ~ ' where node in (select node from ' ~ changed_relation ~ ' where records = 1)') %}
-    {%- endif %}
-    {%- for dataset in spec.datasets if (candidates is none or dataset.change_sql) and not dataset.get('unread') %}
+    {%- for dataset in spec.datasets if not dataset.get('unread') %}
         {%- set node = dbt_merge._entity_node_sql(dataset) %}
         {%- set select -%}
     select
@@ -170,12 +171,22 @@
 {%- endmacro %}
 
 
+{#-- The changed records as the staged changed rows (changed_relation) carry them when
+     they were found among the candidates (_entity_changed_records_sql): a subquery
+     with the columns of _entity_current_records_sql, one row per new or changed
+     record. --#}
+{% macro _entity_carried_records_sql(changed_relation) %}
+    {{- return('(select dataset_offset, node, fingerprint, live, value_nodes, change_mark from ' ~ changed_relation ~ ' where records = 1)') -}}
+{% endmacro %}
+
+
 {#-- The select of the edges rows a run writes (batch: its number): every record's rows,
      or with changed_relation (a change-following run: the staged changed records,
      _entity_changed_records_sql) the rows of those records only, each with a `$drop`
      flag, and the stored rows they replace as drops. stored_marks: the stored edges
      have the change_mark column. records_relation: those records as staged
-     (_entity_current_records_sql), read instead of the datasets. stored: the stored
+     (_entity_current_records_sql) or as the changed rows carry them
+     (_entity_carried_records_sql), read instead of the datasets. stored: the stored
      rows of the changed records' buckets as staged (_entity_stored_rows_sql), read
      instead of the whole table; with it, every row also says whether its key is
      stored (`$stored`, see get_incremental_entity_state_sql). --#}
@@ -258,8 +269,12 @@ left anti join next_rows
      (dataset_offset, node): new, changed (its fingerprint differs) or gone (records = 0),
      and every id that is not unique (records > 1) or null (node null). One aggregation
      over the datasets' records and the stored fingerprints, without the records'
-     values: what the MERGE writes is computed afterwards, for these records only.
-     marks: dataset offset -> the largest change mark stored (_entity_change_marks); a
+     values: what the MERGE writes is computed afterwards, for these records only. With
+     candidates (the staged records of the buckets whose digest changed: few, with
+     their values), each row also carries its record's live, value_nodes and
+     change_mark (null for a gone record), which the batch then reads from it
+     (_entity_carried_records_sql) instead of reading the candidates again. marks:
+     dataset offset -> the largest change mark stored (_entity_change_marks); a
      dataset with a change column and a mark is read from that mark on (and its null
      change values), and only the stored rows of those records take part: a record
      gone from such a dataset is not seen. --#}
@@ -288,10 +303,15 @@ select
     count_if(is_record) as records,
     max(if(is_record, fingerprint, null)) as fingerprint,
     max(if(is_record, null, fingerprint)) as stored_fingerprint
+    {%- if candidates is not none %},
+    first(live, true) as live,
+    first(value_nodes, true) as value_nodes,
+    first(change_mark, true) as change_mark
+    {%- endif %}
 from (
     {%- if candidates is not none %}
     -- the records of the buckets whose digest changed
-    select dataset_offset, node, fingerprint, true as is_record
+    select dataset_offset, node, fingerprint, true as is_record, live, value_nodes, change_mark
     from {{ candidates }}
     union all
     {%- endif %}
@@ -314,6 +334,7 @@ from (
         stored.src as node,
         stored.fingerprint,
         false as is_record
+        {{- dbt_merge._entity_no_record_sql() if candidates is not none }}
     from {{ this }} as stored
     left semi join read_nodes
         on read_nodes.node = stored.src
@@ -326,6 +347,7 @@ from (
         src as node,
         fingerprint,
         false as is_record
+        {{- dbt_merge._entity_no_record_sql() if candidates is not none }}
     from {{ stored if stored is not none else this }}
     where (src = dst or dst is null) and fingerprint is not null
     {%- if read_from %}
@@ -336,6 +358,13 @@ from (
 group by dataset_offset, node
 having records != 1 or not (fingerprint <=> stored_fingerprint)
 {%- endmacro %}
+
+
+{#-- The columns live, value_nodes and change_mark of a stored row in
+     _entity_changed_records_sql's union with the candidates (nulls: it is no record). --#}
+{% macro _entity_no_record_sql() %}
+    {{- return(', cast(null as boolean), cast(null as array<string>), cast(null as bigint)') -}}
+{% endmacro %}
 
 
 {#-- Per dataset offset, the largest change mark the stored edges (relation) hold: where

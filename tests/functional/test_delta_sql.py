@@ -521,6 +521,8 @@ NOT_ON_DATABRICKS = {
     "_entity_stored_rows_sql": DIGEST,
     "_entity_state_digest_sql": DIGEST,
     "_entity_next_digest_sql": DIGEST,
+    "_entity_no_record_sql": DIGEST,
+    "_entity_carried_records_sql": DIGEST,
     "_entity_digest_plan": DIGEST,
     "_entity_live_rows": f"reads an Iceberg table's snapshot summary; {CHANGE_SCOPE}",
     "_entity_dataset_snapshots": f"{DIGEST}; reads each dataset's Iceberg history",

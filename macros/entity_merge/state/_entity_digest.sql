@@ -251,18 +251,16 @@ where not (
 
 
 {#-- The select of the digest the edges hold once this run's batch is written: the
-     digest before (digest: the stored one, or none to compute it from the stored
-     edges, this), without the stored fingerprints of the changed records (changed,
-     _entity_changed_records_sql) and with the fingerprints of their rows as the batch
-     writes them (records, _entity_current_records_sql; none when nothing changed). --#}
+     stored digest (digest), without the stored fingerprints of the changed records
+     (changed, _entity_changed_records_sql) and with the fingerprints of their rows as
+     the batch writes them (records, _entity_current_records_sql or
+     _entity_carried_records_sql; none when nothing changed). It reads neither the
+     datasets nor the edges: finish_incremental_entity_state runs it after the batch's
+     commit, in the statement that replaces digest. --#}
 {% macro _entity_next_digest_sql(digest, changed, records) %}
     select dataset_offset, bucket, sum(records) as records, bit_xor(digest) as digest
     from (
-        {%- if digest is not none %}
         select dataset_offset, bucket, records, digest from {{ digest }}
-        {%- else %}
-        {{ dbt_merge._entity_state_digest_sql(this) }}
-        {%- endif %}
         union all
         select
             dataset_offset,
@@ -287,19 +285,21 @@ where not (
 
 
 {#-- What finish_incremental_entity_state does after this edges run's commit (action):
-     store the digest staged as digest_next ('next'), compute it from the stored edges
-     ('rebuild', a first run), or nothing ('keep': the stored digest still describes the
-     edges, whose property of the datasets' snapshots is brought up to date; 'none': a
-     merge without a digest), and snapshots: the datasets' snapshots the run read
+     compute the digest with the select source (_entity_next_digest_sql: 'next'), or
+     from the stored edges ('rebuild': a first run, a rebuild, a run without a usable
+     digest), or nothing ('keep': the stored digest still describes the edges, whose
+     property of the datasets' snapshots is brought up to date; 'none': a merge
+     without a digest), and snapshots: the datasets' snapshots the run read
      (_entity_dataset_snapshots). Set by every run of an edges model on Iceberg, as a
      temporary view of the session (no table to write): the step runs in the same
      session, after the model's statement. Returns the view's name. --#}
-{% macro _entity_digest_plan(action=none, relation=this, snapshots={}) %}
+{% macro _entity_digest_plan(action=none, relation=this, snapshots={}, source='') %}
     {% set name = (relation.schema ~ '__' ~ relation.identifier ~ '__dbt_merge_digest_plan') | lower %}
     {% if action is not none %}
         {% do run_query(
             'create or replace temporary view ' ~ name ~ ' as select ' ~ dbt_merge._sql_string(action) ~ ' as action, '
-            ~ dbt_merge._sql_string(tojson(snapshots, sort_keys=true)) ~ ' as snapshots'
+            ~ dbt_merge._sql_string(tojson(snapshots, sort_keys=true)) ~ ' as snapshots, '
+            ~ dbt_merge._sql_string(source) ~ ' as source'
         ) %}
     {% endif %}
     {{ return(name) }}
@@ -318,13 +318,14 @@ where not (
     {% if config.get('file_format') != 'iceberg' or 'src' not in columns or 'fingerprint' not in columns %}
         {{ return(none) }}
     {% endif %}
-    {% set plan = run_query('select action, snapshots from ' ~ dbt_merge._entity_digest_plan(relation=target)).rows[0] %}
+    {% set plan = run_query('select action, snapshots, source from ' ~ dbt_merge._entity_digest_plan(relation=target)).rows[0] %}
     {% set action, snapshots = plan[0], plan[1] %}
     {% set digest = dbt_merge._entity_side_relation(target, 'digest') %}
     {% set property = dbt_merge._sql_string(dbt_merge._entity_digest_snapshots_property()) ~ ' = ' ~ dbt_merge._sql_string(snapshots) %}
-    {% set next = dbt_merge._entity_side_relation(target, 'digest_next') %}
     {% if action == 'next' %}
-        {% set source = 'select dataset_offset, bucket, records, digest from ' ~ next %}
+        {#-- reads the stored digest, which the statement replaces (Iceberg plans the
+             read on its current snapshot) --#}
+        {% set source = plan[2] %}
     {% elif action == 'rebuild' %}
         {% set source = dbt_merge._entity_state_digest_sql(target) %}
     {% else %}
