@@ -69,7 +69,8 @@
                 {% do log('dbt_merge: ' ~ model.name ~ ': not read, at the snapshot the last run read: ' ~ (unread | join(', ')), info=false) %}
             {% endif %}
             {#-- only the buckets whose digest differs are compared record by record; their
-                 records are read once (candidates), with everything the batch needs --#}
+                 records (candidates) are read once, by the comparison, which keeps what
+                 the batch needs of them --#}
             {% set buckets = none %}
             {% if unread | length < spec.datasets | length %}
                 {% set buckets = dbt_merge._entity_stage('buckets', dbt_merge._entity_changed_buckets_sql(spec, digest)) %}
@@ -80,7 +81,7 @@
             {% if rebuild %}
                 {% do dbt_merge._check_entity_ids(spec) %}
             {% elif not unchanged %}
-                {% set candidates = dbt_merge._entity_stage('candidates', dbt_merge._entity_current_records_sql(spec, buckets=buckets)) %}
+                {% set candidates = '(' ~ dbt_merge._entity_current_records_sql(spec, buckets=buckets) ~ ')' %}
                 {#-- and their stored rows, read once: the comparison and the batch's drops --#}
                 {% set stored = dbt_merge._entity_stage('stored', dbt_merge._entity_stored_rows_sql(buckets, stored_marks)) %}
             {% endif %}
@@ -270,8 +271,8 @@ left anti join next_rows
      and every id that is not unique (records > 1) or null (node null). One aggregation
      over the datasets' records and the stored fingerprints, without the records'
      values: what the MERGE writes is computed afterwards, for these records only. With
-     candidates (the staged records of the buckets whose digest changed: few, with
-     their values), each row also carries its record's live, value_nodes and
+     candidates (a subquery of the records of the buckets whose digest changed, read
+     instead of the datasets: few, with their values), each row also carries its record's live, value_nodes and
      change_mark (null for a gone record), which the batch then reads from it
      (_entity_carried_records_sql) instead of reading the candidates again. marks:
      dataset offset -> the largest change mark stored (_entity_change_marks); a

@@ -176,8 +176,10 @@ class TestDatasetSnapshots(SnapshotMerge):
         spark.sql(f"update {schema}.b set email = 'e1' where _id = 'b2'")
         b_snapshot = self.snapshot(spark, f"{schema}.b")
         stages = self.follow(spark, schema)
-        assert {"buckets", "candidates", "changed"} <= set(stages), set(stages)
-        for stage in ("buckets", "candidates"):
+        assert {"buckets", "changed"} <= set(stages), set(stages)
+        # the datasets are read by the digest (buckets) and by the comparison of the
+        # records of the buckets that differ (changed)
+        for stage in ("buckets", "changed"):
             assert self.reads(stages[stage], schema, "a") is None, stage
             assert self.reads(stages[stage], schema, "b") == "pinned", stage
         assert f"{schema}.b version as of {b_snapshot} as b" in " ".join(stages["buckets"])
