@@ -142,10 +142,9 @@ emitted as (
 {%- endmacro %}
 
 
-{#-- The CTE old_ids: the ids this table holds for the components that changed
-     (_entity_old_ids_sql), as merge_entities staged them (the CTEs below read them
-     several times, and each read would travel to the old components again), or after
-     one components run as its subquery. With identity
+{#-- The CTE old_ids: the ids this table holds for the components that changed, as
+     merge_entities staged them (_entity_old_ids_sql; the CTEs below read them several
+     times, and each read would travel to the old components again). With identity
      first, current_entities may not take an id that a component which did not change
      holds: the query fails naming it. --#}
 {% macro _entity_old_ids_ctes(spec, scope) %}

@@ -88,14 +88,13 @@
     {% endif %}
     {#-- then the entities of the changed components, the ids they held and the rows
          to emit, each computed once into a table (_entity_stage; the rows to emit read
-         the ids several times, and the MERGE reads its source more than once). After
-         one components run, the ids are an aggregation of the staged affected nodes,
-         computed where they are read instead --#}
+         the ids several times, and the MERGE reads its source more than once) --#}
     {% do scope.update({'staged': dbt_merge._entity_stage(
         'current', dbt_merge._entity_current_sql(spec, components, scope)
     )}) %}
-    {% set old_ids = dbt_merge._entity_old_ids_sql(spec, components, scope) %}
-    {% do scope.update({'old_ids': '(' ~ old_ids ~ ')' if scope.one_run else dbt_merge._entity_stage('old_ids', old_ids)}) %}
+    {% do scope.update({'old_ids': dbt_merge._entity_stage(
+        'old_ids', dbt_merge._entity_old_ids_sql(spec, components, scope)
+    )}) %}
     {% set emitted = dbt_merge._merge_entities_sql(spec, components, incremental, previous_columns, scope=scope) %}
     select * from {{ dbt_merge._entity_stage('emitted', emitted) }}
 {% endmacro %}
