@@ -272,9 +272,9 @@ left anti join next_rows
      over the datasets' records and the stored fingerprints, without the records'
      values: what the MERGE writes is computed afterwards, for these records only. With
      candidates (a subquery of the records of the buckets whose digest changed, read
-     instead of the datasets: few, with their values), each row also carries its record's live, value_nodes and
-     change_mark (null for a gone record), which the batch then reads from it
-     (_entity_carried_records_sql) instead of reading the candidates again. marks:
+     instead of the datasets: few, with their values), each row also carries its
+     record's live, value_nodes and change_mark (null for a gone record), which the
+     batch then reads from it (_entity_carried_records_sql). marks:
      dataset offset -> the largest change mark stored (_entity_change_marks); a
      dataset with a change column and a mark is read from that mark on (and its null
      change values), and only the stored rows of those records take part: a record
