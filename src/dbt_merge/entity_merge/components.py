@@ -386,18 +386,29 @@ def _closed_in_driver(
     path, which the property test of tests/functional holds to a from-scratch build.
     new: the edges of the new batches, or None when every edges row is new; then, or
     when more than rebuild_share of the graph's nodes are affected, the whole graph is
-    closed again and replaces the table (``_whole_in_driver``).
+    closed again and replaces the table (``_whole_in_driver``), from the state as read
+    here: it is read once either way.
     """
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     spark = live.sparkSession
-    if new is None:
-        return _whole_in_driver(live, previous, None, batch, **closure_options)
     started = time.monotonic()
-    state = _arrow(previous.select("node", "component", "_batch"))
+    had = (
+        F.col(PREVIOUS_COMPONENT)
+        if PREVIOUS_COMPONENT in previous.columns
+        else F.lit(None).cast("string").alias(PREVIOUS_COMPONENT)
+    )
+    state = _arrow(previous.select("node", "component", "_batch", had))
     read_s = time.monotonic() - started
+    if new is None:
+        logger.info(
+            "entity_components: the whole state in the driver: %s rows, read in %.1fs",
+            f"{state.num_rows:,}",
+            read_s,
+        )
+        return _whole_in_driver(live, state, None, None, batch, **closure_options)
     added = _arrow(new.select("src", "dst"))
     node, component = state.column("node"), state.column("component")
     touched = pc.unique(
@@ -426,8 +437,8 @@ def _closed_in_driver(
             " is closed again and replaces the table",
             rebuild_share,
         )
-        del state, node, component, forced, affected_rows, read
-        return _whole_in_driver(live, previous, touched, batch, **closure_options)
+        del node, component, affected_rows, read
+        return _whole_in_driver(live, state, forced, touched, batch, **closure_options)
     stored = pa.table(
         {
             "node": pc.filter(node, affected_rows),
@@ -475,52 +486,48 @@ def _forced(state, touched) -> tuple:
 
 
 def _whole_in_driver(
-    live: DataFrame, previous: DataFrame, touched, batch: int, **closure_options: Any
+    live: DataFrame, state, forced, touched, batch: int, **closure_options: Any
 ) -> DataFrame:
     """The whole state after a run, to replace the table (``WHOLE``): every live edge
     closed again in the driver (``_close_in_driver``), joined with the stored state
-    read once more (node, component, batch, previous component). The rows equal the
-    table a run that writes only the changes leaves: a node written by the run (its
-    component changed, or it is forced: see ``_forced``; every node when touched is
-    None, every edges row new) has this batch and the component it had; every other
-    stored row is kept as it is; value nodes out of the graph are gone; a new entity
-    node of the new edges without an edge (a deleted record) has a tombstone."""
+    (an Arrow table with node, component, batch and previous component, as
+    ``_closed_in_driver`` read it). The rows equal the table a run that writes only the
+    changes leaves: a node written by the run (its component changed, or it is forced:
+    ``forced``, see ``_forced``; every node when touched is None, every edges row new)
+    has this batch and the component it had; every other stored row is kept as it is;
+    value nodes out of the graph are gone; a new entity node of the new edges without
+    an edge (a deleted record) has a tombstone."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     spark = live.sparkSession
     started = time.monotonic()
-    had = (
-        F.col(PREVIOUS_COMPONENT)
-        if PREVIOUS_COMPONENT in previous.columns
-        else F.lit(None).cast("string").alias(PREVIOUS_COMPONENT)
-    )
-    state = _arrow(previous.select("node", "component", "_batch", had))
-    if touched is None:
+    if forced is None:
         forced = pa.array(np.ones(state.num_rows, dtype=bool))
-    else:
-        forced = _forced(state, touched)[0]
-    logger.info(
-        "entity_components: the whole state in the driver: %s rows, read in %.1fs",
-        f"{state.num_rows:,}",
-        time.monotonic() - started,
-    )
     closed = _close_in_driver(live, None, **closure_options)
-    names = closed.column("node").cast(pa.large_string())
-    labels = closed.column("component").cast(pa.large_string())
+    names, labels = closed.column("node"), closed.column("component").cast(pa.large_string())
     del closed
-    # each stored node's place among the closed names (null: out of the graph), then
-    # the closed names that are not stored: index lookups, not a join of the two
     node = state.column("node").cast(pa.large_string())
-    component = pc.take(labels, pc.index_in(node, value_set=names))
+    # the closed names, the stored nodes and the touched ones as numbers of one
+    # dictionary: each stored node's row among the closed names (-1: out of the graph),
+    # and which names are stored, are then array lookups
+    alone = None
+    if touched is not None:
+        # a new record without an edge (deleted, or gone): its tombstone, as a run that
+        # writes the changes writes it
+        alone = pc.filter(touched, pc.invert(pc.starts_with(touched, VALUE_NODE_PREFIX)))
+    size, codes = _codes(names, node, *([] if alone is None else [alone]))
+    closed_row = _positions(codes[0], size)
+    at = closed_row[codes[1]]
+    stored_code = np.zeros(size, dtype=bool)
+    stored_code[codes[1]] = True
+    component = pc.take(labels, pa.array(at, mask=at < 0))
     before = state.column("component").cast(pa.large_string())
     kept = pc.invert(
         pc.and_(pc.is_null(component), pc.starts_with(node, VALUE_NODE_PREFIX))
     )  # a value node out of the graph is gone
-    same = _same(component, before)
-    written = pc.or_(forced, pc.invert(same))
-    fresh = pc.invert(pc.is_in(names, value_set=node))
+    written = pc.or_(forced, pc.invert(_same(component, before)))
     stored = pa.table(
         {
             "node": pc.filter(node, kept),
@@ -537,14 +544,12 @@ def _whole_in_driver(
             STORED: pc.filter(pa.array(np.ones(state.num_rows, dtype=bool)), kept),
         }
     )
-    added_names, added_labels = pc.filter(names, fresh), pc.filter(labels, fresh)
-    if touched is not None:
-        # a new record without an edge (deleted, or gone): its tombstone, as a run that
-        # writes the changes writes it
-        touched = touched.cast(pa.large_string())
-        alone = pc.filter(touched, pc.invert(pc.starts_with(touched, VALUE_NODE_PREFIX)))
-        alone = pc.filter(alone, pc.invert(pc.is_in(alone, value_set=names)))
-        alone = pc.filter(alone, pc.invert(pc.is_in(alone, value_set=node)))
+    fresh = pa.array(~stored_code[codes[0]])
+    added_names = pc.filter(names.cast(pa.large_string()), fresh)
+    added_labels = pc.filter(labels, fresh)
+    if alone is not None:
+        lone = pa.array((closed_row[codes[2]] < 0) & ~stored_code[codes[2]])
+        alone = pc.filter(alone, lone).cast(pa.large_string())
         added_names = pa.chunked_array([*added_names.chunks, alone], pa.large_string())
         added_labels = pa.chunked_array(
             [*added_labels.chunks, pa.nulls(len(alone), pa.large_string())], pa.large_string()
@@ -573,9 +578,39 @@ def _whole_in_driver(
         f"{(pc.sum(pc.filter(written, kept)).as_py() or 0) + added:,}",
         time.monotonic() - started,
     )
-    del state, names, labels, node, component, before
+    del state, names, labels, node, component, before, codes
     # from the driver in a few partitions, written as they are (no rebalance)
     return from_driver(spark, rows, f"{CHANGES_SCHEMA}, `{WHOLE}` boolean")
+
+
+def _codes(*arrays) -> tuple:
+    """Each string array (Arrow, without nulls) as the numbers of its strings in one
+    dictionary of all their strings: ``(size, codes)``, the number of distinct strings
+    and a NumPy array per array. One hash of each string, after which lookups between
+    the arrays are NumPy indexing (``_positions``) where Arrow's ``is_in`` and
+    ``index_in`` would hash the value set again on every call."""
+    import numpy as np
+    import pyarrow as pa
+
+    chunks = [
+        chunk.cast(pa.large_string())
+        for array in arrays
+        for chunk in (array.chunks if isinstance(array, pa.ChunkedArray) else [array])
+    ]
+    encoded = pa.chunked_array(chunks, pa.large_string()).combine_chunks().dictionary_encode()
+    numbers = encoded.indices.to_numpy().astype(np.int64, copy=False)
+    return len(encoded.dictionary), np.split(
+        numbers, np.cumsum([len(array) for array in arrays])[:-1]
+    )
+
+
+def _positions(codes, size: int):
+    """For each of size numbers, its position in codes (distinct numbers), else -1."""
+    import numpy as np
+
+    positions = np.full(size, -1, dtype=np.int64)
+    positions[codes] = np.arange(len(codes), dtype=np.int64)
+    return positions
 
 
 def _close_in_driver(live: DataFrame, nodes, **closure_options: Any):
@@ -636,27 +671,48 @@ CHANGES_SCHEMA = (
 
 def _changes_arrow(closed, affected, batch: int):
     """``_changes`` on Arrow tables in the driver: closed (node, component), affected
-    (node, PREVIOUS_COMPONENT, TOUCHED, STORED); the same rows."""
+    (node, PREVIOUS_COMPONENT, TOUCHED, STORED); the same rows. The full outer join of
+    the two by node is array lookups on the nodes' numbers in one dictionary
+    (``_codes``; Arrow's hash join of the names took 3.5 s of a run that affected 2.1M
+    nodes): every closed node, with its affected row when it has one, then the affected
+    nodes outside the closure."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    # one key type on both sides (the closure's names are large strings)
-    closed = pa.table(
-        {
-            "node": closed.column("node").cast(pa.large_string()),
-            "component": closed.column("component").cast(pa.large_string()),
-            "$closed": pa.array(np.ones(closed.num_rows, dtype=bool)),
-        }
+    size, codes = _codes(closed.column("node"), affected.column("node"))
+    at = _positions(codes[1], size)[codes[0]]
+    closed_code = np.zeros(size, dtype=bool)
+    closed_code[codes[0]] = True
+    outside = pa.array(~closed_code[codes[1]])
+    outside_rows = pc.sum(outside).as_py() or 0
+    matched = pa.array(at, mask=at < 0)
+
+    def joined(name: str, cast=None):
+        # the column of affected for every closed node (null: none), then outside it
+        column = affected.column(name)
+        column = column.cast(cast) if cast is not None else column
+        return pa.chunked_array(
+            [*pc.take(column, matched).chunks, *pc.filter(column, outside).chunks], column.type
+        )
+
+    text = pa.large_string()
+    node = pa.chunked_array(
+        [
+            *closed.column("node").cast(text).chunks,
+            *pc.filter(affected.column("node").cast(text), outside).chunks,
+        ],
+        text,
     )
-    for index, name in enumerate(("node", PREVIOUS_COMPONENT)):
-        affected = affected.set_column(index, name, affected.column(name).cast(pa.large_string()))
-    joined = closed.join(affected, "node", join_type="full outer")
-    node, component = joined.column("node"), joined.column("component")
-    previous = joined.column(PREVIOUS_COMPONENT)
-    drop = pc.and_(pc.is_null(joined.column("$closed")), pc.starts_with(node, VALUE_NODE_PREFIX))
-    same = _same(component, previous)
-    changed = pc.or_(pc.fill_null(joined.column(TOUCHED), True), pc.invert(same))
+    component = pa.chunked_array(
+        [*closed.column("component").cast(text).chunks, pa.nulls(outside_rows, text)], text
+    )
+    previous = joined(PREVIOUS_COMPONENT, text)
+    in_closure = pa.array(
+        np.concatenate([np.ones(closed.num_rows, dtype=bool), np.zeros(outside_rows, dtype=bool)])
+    )
+    drop = pc.and_(pc.invert(in_closure), pc.starts_with(node, VALUE_NODE_PREFIX))
+    changed = pc.or_(pc.fill_null(joined(TOUCHED), True), pc.invert(_same(component, previous)))
     keep = pc.or_(changed, drop)
     rows = pc.sum(keep).as_py() or 0
     return pa.table(
@@ -666,7 +722,7 @@ def _changes_arrow(closed, affected, batch: int):
             "_batch": pa.array(np.full(rows, batch, dtype=np.int64)),
             PREVIOUS_COMPONENT: pc.filter(previous, keep),
             "$drop": pc.filter(drop, keep),
-            STORED: pc.filter(pc.fill_null(joined.column(STORED), False), keep),
+            STORED: pc.filter(pc.fill_null(joined(STORED), False), keep),
         }
     )
 
