@@ -493,7 +493,7 @@ def _whole_in_driver(
     (an Arrow table with node, component, batch and previous component, as
     ``_closed_in_driver`` read it). The rows equal the table a run that writes only the
     changes leaves: a node written by the run (its component changed, or it is forced:
-    ``forced``, see ``_forced``; every node when touched is None, every edges row new)
+    ``forced``, from ``_forced``; every node when forced is None, every edges row new)
     has this batch and the component it had; every other stored row is kept as it is;
     value nodes out of the graph are gone; a new entity node of the new edges without
     an edge (a deleted record) has a tombstone."""
