@@ -506,7 +506,8 @@ def _whole_in_driver(
     if forced is None:
         forced = pa.array(np.ones(state.num_rows, dtype=bool))
     closed = _close_in_driver(live, None, **closure_options)
-    names, labels = closed.column("node"), closed.column("component").cast(pa.large_string())
+    names = closed.column("node").cast(pa.large_string())
+    labels = closed.column("component").cast(pa.large_string())
     del closed
     node = state.column("node").cast(pa.large_string())
     # the closed names, the stored nodes and the touched ones as numbers of one
@@ -545,7 +546,7 @@ def _whole_in_driver(
         }
     )
     fresh = pa.array(~stored_code[codes[0]])
-    added_names = pc.filter(names.cast(pa.large_string()), fresh)
+    added_names = pc.filter(names, fresh)
     added_labels = pc.filter(labels, fresh)
     if alone is not None:
         lone = pa.array((closed_row[codes[2]] < 0) & ~stored_code[codes[2]])
@@ -680,7 +681,10 @@ def _changes_arrow(closed, affected, batch: int):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    size, codes = _codes(closed.column("node"), affected.column("node"))
+    text = pa.large_string()
+    closed_nodes = closed.column("node").cast(text)
+    affected_nodes = affected.column("node").cast(text)
+    size, codes = _codes(closed_nodes, affected_nodes)
     at = _positions(codes[1], size)[codes[0]]
     closed_code = np.zeros(size, dtype=bool)
     closed_code[codes[0]] = True
@@ -696,13 +700,8 @@ def _changes_arrow(closed, affected, batch: int):
             [*pc.take(column, matched).chunks, *pc.filter(column, outside).chunks], column.type
         )
 
-    text = pa.large_string()
     node = pa.chunked_array(
-        [
-            *closed.column("node").cast(text).chunks,
-            *pc.filter(affected.column("node").cast(text), outside).chunks,
-        ],
-        text,
+        [*closed_nodes.chunks, *pc.filter(affected_nodes, outside).chunks], text
     )
     component = pa.chunked_array(
         [*closed.column("component").cast(text).chunks, pa.nulls(outside_rows, text)], text
