@@ -6,6 +6,8 @@ dbt invocation and every direct Spark check uses the same session, started once.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import sys
 import tempfile
@@ -47,6 +49,32 @@ def process_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DBT_MERGE_"))}
     env.update(DBT_SEND_ANONYMOUS_USAGE_STATS="false", SPARK_LOCAL_IP="127.0.0.1", **extra)
     return env
+
+
+@contextlib.contextmanager
+def dbt_env(env: dict):
+    """Sets DBT_MERGE_TEST_<NAME> to each value of env for the duration of the block.
+
+    Strings are set as they are and other values as JSON text, which the test models read
+    back with env_var(...), `| int` or fromjson(...). A changed environment variable only
+    makes dbt re-parse the files that read it, whereas a changed --vars re-parses the whole
+    project with the package's macros. The previous environment is always restored, so no
+    dbt call sees a variable set for another one.
+    """
+    names = {
+        f"DBT_MERGE_TEST_{key.upper()}": value if isinstance(value, str) else json.dumps(value)
+        for key, value in env.items()
+    }
+    saved = {name: os.environ.get(name) for name in names}
+    try:
+        os.environ.update(names)
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def session_settings() -> sessions.SessionSettings:

@@ -9,6 +9,7 @@ import json
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
+from tests.conftest import dbt_env
 from tests.functional.entity_merge_fixtures import InstallsDbtMerge
 
 # Twelve days, 2024-01-01 .. 2024-01-12, one file each (one Spark partition per day);
@@ -52,10 +53,10 @@ models:
     config:
       auto_merge:
         sort_column: day_date
-        threshold: "{{ var('threshold', 1) }}"
-        split_threshold: "{{ var('split_threshold', 4400) }}"
-        file_max: "{{ var('file_max', 10000) }}"
-        now: "{{ var('now', '2024-01-20T00:00:00') }}"
+        threshold: "{{ env_var('DBT_MERGE_TEST_THRESHOLD', '1') }}"
+        split_threshold: "{{ env_var('DBT_MERGE_TEST_SPLIT_THRESHOLD', '4400') }}"
+        file_max: "{{ env_var('DBT_MERGE_TEST_FILE_MAX', '10000') }}"
+        now: "{{ env_var('DBT_MERGE_TEST_NOW', '2024-01-20T00:00:00') }}"
         mergeability:
           - {from: "2024-01-08", to: "2024-01-08", mergeability: NEVER}
           - {from: "2024-01-11", mergeability: "DELAY:1d", marked_at: "2024-01-20T00:00:00"}
@@ -139,8 +140,11 @@ class TestAutoMergeOnIceberg(InstallsDbtMerge):
         run_dbt(["run", "--select", "days", "days_plan"])
         return project
 
-    def plan(self, **variables):
-        run_dbt(["run", "--select", "days_plan", "--vars", json.dumps(variables)])
+    def plan(self, **settings):
+        """Plan again, with the settings given (dbt_env; a changed --vars would make dbt
+        parse the whole project again)."""
+        with dbt_env(settings):
+            run_dbt(["run", "--select", "days_plan"])
 
     def test_plan_around_never_and_a_delay_not_yet_due(self, ready, spark):
         rows = plan_rows(spark, ready.test_schema)

@@ -18,12 +18,13 @@ import os
 import pytest
 from dbt.tests.util import run_dbt
 
-from tests.conftest import WAREHOUSE
+from tests.conftest import WAREHOUSE, dbt_env
 from tests.functional.entity_merge_fixtures import NEVER, InstallsDbtMerge, merge_vars
 from tests.functional.other_writer import OtherWriter
 from tests.functional.test_entity_merge_following import (
     declaration,
     follow_models,
+    settings_env,
     three_deliveries_built,
 )
 from tests.functional.test_upsert import AUDITED_MODELS, events, table
@@ -188,10 +189,11 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
         return {"vars": variables, "models": {"+file_format": "iceberg"}}
 
     @staticmethod
-    def collide(project, spark, seed: int, args: list[str]) -> tuple[bool, str, int]:
-        """A run of +f_edges (with args) after the other process committed the edge of a
-        new record to itself, then a plain one. Returns whether the colliding run
-        succeeded, its edges model's message, and how often the edge is stored."""
+    def collide(project, spark, seed: int, settings: dict) -> tuple[bool, str, int]:
+        """A run of +f_edges (with the f_ models' settings, settings_env) after the other
+        process committed the edge of a new record to itself, then a plain one. Returns
+        whether the colliding run succeeded, its edges model's message, and how often
+        the edge is stored."""
         schema = project.test_schema
         deliveries = three_deliveries_built(spark, schema, seed=seed, select="+f_edges")
         record = deliveries.insert("a")
@@ -204,9 +206,10 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
             f"insert into other.{schema}.f_edges select '{node}', '{node}', fingerprint,"
             f" `_batch`, declaration, change_mark from other.{schema}.f_edges limit 1",
         )
-        results = run_dbt(["run", "-s", "+f_edges", *args], expect_pass=None)
-        edges = next(r for r in results if r.node.name == "f_edges")
-        run_dbt(["run", "-s", "+f_edges", *args])
+        with dbt_env(settings_env(settings)):
+            results = run_dbt(["run", "-s", "+f_edges"], expect_pass=None)
+            edges = next(r for r in results if r.node.name == "f_edges")
+            run_dbt(["run", "-s", "+f_edges"])
         spark.sql(f"refresh table {schema}.f_edges")
         stored = spark.sql(
             f"select count(*) from {schema}.f_edges where src = '{node}' and dst = '{node}'"
@@ -214,25 +217,25 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
         return edges.status == "success", " ".join(str(edges.message).split()), stored
 
     def test_a_batch_in_one_merge_fails_its_commit_then_stores_the_key_once(self, project, spark):
-        succeeded, message, stored = self.collide(project, spark, seed=3, args=[])
+        succeeded, message, stored = self.collide(project, spark, seed=3, settings={})
         assert not succeeded and "ValidationException" in message, message
         assert stored == 1, f"the new key is stored {stored} times"
 
     @pytest.mark.parametrize(
-        "seed, variables",
+        "seed, settings",
         [
             # this run lists no keys in its MERGE (as a batch over 20,000 keys does): its
             # new keys are appended as placeholders first, on a branch of the run's own
-            (4, "{dbt_merge_state_filter_limit: 0}"),
+            (4, {"state_filter_limit": 0}),
             # this run rebuilds the edges: every row, one overwrite on such a branch
-            (6, "{dbt_merge_rebuild_share: 0}"),
+            (6, {"rebuild_share": 0}),
         ],
         ids=["placeholders", "rebuild"],
     )
     def test_a_batch_on_a_branch_is_not_published_over_another_runs_commit(
-        self, project, spark, seed, variables
+        self, project, spark, seed, settings
     ):
-        succeeded, message, stored = self.collide(project, spark, seed, ["--vars", variables])
+        succeeded, message, stored = self.collide(project, spark, seed, settings)
         assert not succeeded and "another writer committed" in message, message
         assert "nothing of this run's batch was written" in message, message
         assert stored == 1, f"the new key is stored {stored} times"
@@ -255,11 +258,12 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
         deliveries = three_deliveries_built(spark, schema, seed=5, select="+f_components")
         columns = spark.table(f"{schema}.f_components").columns
         nodes = []
-        for args in ([], ["--vars", "{dbt_merge_state_filter_limit: 0}"]):
+        for settings in ({}, {"state_filter_limit": 0}):
             record = deliveries.insert("a")
             deliveries.write(spark, schema)
             node = f"0|{record['_id']}"
-            run_dbt(["run", "-s", "+f_edges", *args])
+            with dbt_env(settings_env(settings)):
+                run_dbt(["run", "-s", "+f_edges"])
             values = {"node": f"'{node}'", "component": "'other'"}
             row = ", ".join(values.get(c, f"`{c}`") for c in columns)
             os.environ[OTHER_RUN] = (
@@ -267,17 +271,19 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
                 f" select {row} from other.{schema}.f_components limit 1"
             )
             try:
-                results = run_dbt(["run", "-s", "f_components", *args], expect_pass=False)
+                with dbt_env(settings_env(settings)):
+                    results = run_dbt(["run", "-s", "f_components"], expect_pass=False)
             finally:
                 del os.environ[OTHER_RUN]
             message = " ".join(str(results[0].message).split())
-            assert "another writer committed" in message, (args, message)
-            assert "nothing of this run's batch was written" in message, (args, message)
+            assert "another writer committed" in message, (settings, message)
+            assert "nothing of this run's batch was written" in message, (settings, message)
             stored = spark.sql(
                 f"select component from {schema}.f_components where node = '{node}'"
             ).collect()
-            assert [r.component for r in stored] == ["other"], (args, stored)
-            run_dbt(["run", "-s", "f_components", *args])
+            assert [r.component for r in stored] == ["other"], (settings, stored)
+            with dbt_env(settings_env(settings)):
+                run_dbt(["run", "-s", "f_components"])
             nodes.append(node)
         # the runs after them stored each node once, with the component a build from
         # scratch gives it

@@ -30,6 +30,7 @@ import pytest
 from dbt.tests.util import run_dbt
 
 from dbt_merge.entity_merge.components import REBUILD_SHARE_ENV
+from tests.conftest import dbt_env
 from tests.functional.entity_merge_fixtures import NEVER, InstallsDbtMerge, merge_vars
 from tests.functional.test_entity_merge import sql_recorder
 
@@ -81,6 +82,12 @@ LOW_THRESHOLD = "100b"
 STALE_DIGEST = {"entity_merge.before_digest"}
 # the edges model's staged buckets (their digest differed): a run that used the digest
 USED_DIGEST = "f_edges__dbt_merge_buckets"
+# a round's settings of the f_ models (what --vars would set for every model) reach
+# them as environment variables that their configs read (settings_env, follow_models):
+# a changed --vars makes dbt parse the project and the package's macros again, a
+# changed environment variable only the files that read it
+EDGES_SETTINGS = ("state_filter_limit", "state_rewrite_limit", "rebuild_share")
+MERGED_SETTINGS = ("affected_join_rows", "compare_all_share")
 DATASETS = ("a", "b", "c")
 COMBOS = {"cd": ("composite", "default"), "fc": ("first", "compact"), "cl": ("composite", "list")}
 # a: email, score; b: email, f2, tags; c: f3 (its lower() equals b.f2), score
@@ -114,8 +121,19 @@ def follow_models(combos: dict = COMBOS) -> dict[str, str]:
     }
     # one change-following edges and components pair, one reference pair of tables
     models["f_edges.sql"] = (
-        "{{ config(materialized='incremental', incremental_strategy='entity_state') }}\n"
+        "{{ config(materialized='incremental', incremental_strategy='entity_state',"
+        " **fromjson(env_var('DBT_MERGE_TEST_EDGES_CONFIG', '{}'))) }}\n"
         "{{ dbt_merge.equality_edges('m_cd') }}"
+    )
+    # a Python model's config is literal: its limits come from properties (NEVER when
+    # not set: for these batches, the same path as the package's defaults)
+    models["f_components.yml"] = (
+        "version: 2\nmodels:\n  - name: f_components\n    config:\n"
+        + "".join(
+            f"      state_{name}_limit: \"{{{{ env_var('DBT_MERGE_TEST_COMPONENTS_{name.upper()}"
+            f"_LIMIT', '{NEVER}') }}}}\"\n"
+            for name in ("filter", "rewrite")
+        )
     )
     models["f_components.py"] = (
         "from dbt_merge.entity_merge import entity_components\n\n\n"
@@ -134,7 +152,8 @@ def follow_models(combos: dict = COMBOS) -> dict[str, str]:
         "    return entity_components(dbt.ref('r_edges'))\n"
     )
     incremental = (
-        "{{ config(materialized='incremental', incremental_strategy='merge', unique_key='_id') }}"
+        "{{ config(materialized='incremental', incremental_strategy='merge', unique_key='_id',"
+        " **fromjson(env_var('DBT_MERGE_TEST_MERGED_CONFIG', '{}'))) }}"
     )
     for combo in combos:
         merge = f"'m_{combo}'"
@@ -146,6 +165,19 @@ def follow_models(combos: dict = COMBOS) -> dict[str, str]:
             f"{{{{ dbt_merge.merge_entities({merge}, ref('r_components')) }}}}"
         )
     return models
+
+
+def settings_env(settings: dict) -> dict:
+    """The f_ models' settings (setting -> value, as their configs name them) as the
+    variables of dbt_env that follow_models' models read."""
+    unknown = set(settings) - set(EDGES_SETTINGS) - set(MERGED_SETTINGS)
+    assert not unknown, unknown
+    return {
+        "edges_config": {k: v for k, v in settings.items() if k in EDGES_SETTINGS},
+        "merged_config": {k: v for k, v in settings.items() if k in MERGED_SETTINGS},
+        "components_filter_limit": settings.get("state_filter_limit", NEVER),
+        "components_rewrite_limit": settings.get("state_rewrite_limit", NEVER),
+    }
 
 
 def used_digest(queries: list[str]) -> bool:
@@ -259,7 +291,7 @@ class Following(InstallsDbtMerge):
     """The project of the merges that follow the change, the checks against the
     from-scratch builds, and a delivery's run. A delivery here rewrites a large share of
     few entities: the runs follow the change (as for a small share of many) and rebuild
-    nothing, but where a round says otherwise (vars, REBUILD_SHARE_ENV)."""
+    nothing, but where a round says otherwise (settings_env, REBUILD_SHARE_ENV)."""
 
     # the merges whose merged models the project has (identity and strategy)
     combos = COMBOS
@@ -401,26 +433,28 @@ class Following(InstallsDbtMerge):
         spark,
         schema: str,
         queries: list[str],
-        args=(),
+        settings=None,
         expect_pass=True,
         reference=True,
     ) -> None:
-        """Write the deliveries and `dbt run` the project. Without reference, the
-        from-scratch models (r_) are left out: a run that dies is not checked against
-        them (the next run rebuilds them from scratch), and a delivery that changes
-        nothing finds them built from the same records already."""
+        """Write the deliveries and `dbt run` the project, the f_ models with the
+        settings given (settings_env). Without reference, the from-scratch models (r_)
+        are left out: a run that dies is not checked against them (the next run
+        rebuilds them from scratch), and a delivery that changes nothing finds them
+        built from the same records already."""
         deliveries.write(spark, schema)
         queries.clear()
         skip = [] if reference else ["--exclude", "r_edges+"]
-        run_dbt(["run", *args, *skip], expect_pass=expect_pass, callbacks=[sql_recorder(queries)])
+        with dbt_env(settings_env(settings or {})):
+            run_dbt(["run", *skip], expect_pass=expect_pass, callbacks=[sql_recorder(queries)])
 
-    def deliver_dying(self, deliveries, spark, schema: str, queries: list[str], args, point):
+    def deliver_dying(self, deliveries, spark, schema: str, queries: list[str], settings, point):
         """deliver, in a run that dies at the failure point point (DBT_MERGE_FAIL_AT);
         the from-scratch models are left out."""
         os.environ["DBT_MERGE_FAIL_AT"] = point
         try:
             self.deliver(
-                deliveries, spark, schema, queries, args, expect_pass=False, reference=False
+                deliveries, spark, schema, queries, settings, expect_pass=False, reference=False
             )
         finally:
             del os.environ["DBT_MERGE_FAIL_AT"]
@@ -475,17 +509,12 @@ class TestFollowingTheChange(Following):
             # the merged models join every record with the affected nodes, as many
             # affected nodes make them (in even rounds each dataset is filtered by them)
             rewrites = round_number in REWRITES
-            variables = {
-                **(
-                    {"dbt_merge_state_filter_limit": 0}
-                    if round_number >= PLACEHOLDERS or rewrites
-                    else {}
-                ),
-                **({"dbt_merge_state_rewrite_limit": 0} if rewrites else {}),
-                **({"dbt_merge_affected_join_rows": 0} if round_number % 2 else {}),
-                **({"dbt_merge_compare_all_share": 0} if round_number in COMPARE_ALL else {}),
+            settings = {
+                **({"state_filter_limit": 0} if round_number >= PLACEHOLDERS or rewrites else {}),
+                **({"state_rewrite_limit": 0} if rewrites else {}),
+                **({"affected_join_rows": 0} if round_number % 2 else {}),
+                **({"compare_all_share": 0} if round_number in COMPARE_ALL else {}),
             }
-            args = ["--vars", json.dumps(variables)] if variables else []
             if round_number == PLACEHOLDERS:
                 default_threshold = spark.conf.get(THRESHOLD)
                 spark.conf.set(THRESHOLD, LOW_THRESHOLD)
@@ -495,7 +524,7 @@ class TestFollowingTheChange(Following):
                 before = self.snapshots(spark, schema)
                 died_in = DIED_IN.get(point)
                 branches_before = died_in and self.run_branches(spark, schema, died_in)
-                self.deliver_dying(deliveries, spark, schema, queries, args, point)
+                self.deliver_dying(deliveries, spark, schema, queries, settings, point)
                 for name in ("f_edges", "f_components", *(f"f_{c}" for c in self.combos)):
                     spark.sql(f"select count(*) from {schema}.{name}").collect()
                 if died_in:
@@ -521,7 +550,7 @@ class TestFollowingTheChange(Following):
                 components_runs += point == "entity_merge.before_merged"
                 steps += 1
                 continue
-            self.deliver(deliveries, spark, schema, queries, args)
+            self.deliver(deliveries, spark, schema, queries, settings)
             self.check(spark, schema, f"random delivery {round_number}", last_updated)
             # after a run that died between the edges' commit and their digest's, the
             # stored digest describes an older snapshot: that run compares every record
@@ -651,20 +680,19 @@ class TestRebuilding(Following):
         for number, (rebuilt, point) in enumerate(REBUILDS):
             deliveries.random_delivery()
             deliveries.insert("a")  # at least one record changes
-            share = {"dbt_merge_rebuild_share": 0} if rebuilt == "edges" else {}
-            args = ["--vars", json.dumps(share)] if share else []
+            share = {"rebuild_share": 0} if rebuilt == "edges" else {}
             os.environ[REBUILD_SHARE_ENV] = "0" if rebuilt else str(NEVER)
             step = f"round {number}: {rebuilt} rebuilt"
             if point:
                 before = self.snapshots(spark, schema)
-                self.deliver_dying(deliveries, spark, schema, queries, args, point)
+                self.deliver_dying(deliveries, spark, schema, queries, share, point)
                 if point in DIED_IN:
                     # the replacing commit went to the run's branch: main is as it was
                     died_in = DIED_IN[point]
                     assert self.snapshots(spark, schema)[died_in] == before[died_in], step
                 prior = None
                 continue
-            self.deliver(deliveries, spark, schema, queries, args)
+            self.deliver(deliveries, spark, schema, queries, share)
             self.check(spark, schema, step, last_updated)
             # the rows a rebuild wrote are those a run that writes the changes writes
             current = self.batches(spark, schema, deliveries)

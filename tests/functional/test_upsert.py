@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
+from tests.conftest import dbt_env
 from tests.functional.entity_merge_fixtures import InstallsDbtMerge
 
 # (id, ts, name, price, is_deleted), three batches chosen by env_var('DBT_MERGE_TEST_BATCH').
@@ -60,32 +59,6 @@ def upsert_model(**config) -> str:
         f"{k}={v}" if str(v).startswith("env_var(") else f"{k}={v!r}" for k, v in settings.items()
     )
     return f"{{{{ config({rendered}) }}}}\nselect * from {{{{ ref('batch') }}}}"
-
-
-@contextlib.contextmanager
-def dbt_env(env: dict):
-    """Sets DBT_MERGE_TEST_<NAME> to each value of env for the duration of the block.
-
-    Strings are set as they are and other values as JSON text, which the test models read
-    back with env_var(...), `| int` or fromjson(...). A changed environment variable only
-    makes dbt re-parse the files that read it, whereas a changed --vars re-parses the whole
-    project with the package's macros. The previous environment is always restored, so no
-    dbt call sees a variable set for another one.
-    """
-    names = {
-        f"DBT_MERGE_TEST_{key.upper()}": value if isinstance(value, str) else json.dumps(value)
-        for key, value in env.items()
-    }
-    saved = {name: os.environ.get(name) for name in names}
-    try:
-        os.environ.update(names)
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def run_with_env(args: list[str], env: dict, *, capture: bool = False, **kwargs):
