@@ -264,25 +264,23 @@ class TestTwoRunsOfOneEntityMerge(InstallsDbtMerge):
             node = f"0|{record['_id']}"
             with dbt_env(settings_env(settings)):
                 run_dbt(["run", "-s", "+f_edges"])
-            values = {"node": f"'{node}'", "component": "'other'"}
-            row = ", ".join(values.get(c, f"`{c}`") for c in columns)
-            os.environ[OTHER_RUN] = (
-                f"insert into other.{schema}.f_components"
-                f" select {row} from other.{schema}.f_components limit 1"
-            )
-            try:
-                with dbt_env(settings_env(settings)):
+                values = {"node": f"'{node}'", "component": "'other'"}
+                row = ", ".join(values.get(c, f"`{c}`") for c in columns)
+                os.environ[OTHER_RUN] = (
+                    f"insert into other.{schema}.f_components"
+                    f" select {row} from other.{schema}.f_components limit 1"
+                )
+                try:
                     results = run_dbt(["run", "-s", "f_components"], expect_pass=False)
-            finally:
-                del os.environ[OTHER_RUN]
-            message = " ".join(str(results[0].message).split())
-            assert "another writer committed" in message, (settings, message)
-            assert "nothing of this run's batch was written" in message, (settings, message)
-            stored = spark.sql(
-                f"select component from {schema}.f_components where node = '{node}'"
-            ).collect()
-            assert [r.component for r in stored] == ["other"], (settings, stored)
-            with dbt_env(settings_env(settings)):
+                finally:
+                    del os.environ[OTHER_RUN]
+                message = " ".join(str(results[0].message).split())
+                assert "another writer committed" in message, (settings, message)
+                assert "nothing of this run's batch was written" in message, (settings, message)
+                stored = spark.sql(
+                    f"select component from {schema}.f_components where node = '{node}'"
+                ).collect()
+                assert [r.component for r in stored] == ["other"], (settings, stored)
                 run_dbt(["run", "-s", "f_components"])
             nodes.append(node)
         # the runs after them stored each node once, with the component a build from
