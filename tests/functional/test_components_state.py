@@ -15,14 +15,8 @@ import pytest
 
 from dbt_merge.entity_merge.closure import ClosureError, ClosureStats
 from dbt_merge.entity_merge.closure_memory import DriverMemory, state_fits
-from dbt_merge.entity_merge.components import (
-    PREVIOUS_COMPONENT,
-    READ_AT,
-    STATE_IN_DRIVER_ENV,
-    STORED,
-    WHOLE,
-    entity_components,
-)
+from dbt_merge.entity_merge.components import STATE_IN_DRIVER_ENV, entity_components
+from dbt_merge.entity_merge.state import PREVIOUS_COMPONENT, READ_AT, STORED, WHOLE
 from tests.functional.test_closure import reference_components
 
 SCHEMA = "components_state_test"
@@ -156,7 +150,7 @@ def test_the_choice_is_logged_and_bad_choices_are_named(spark, schema, caplog, m
     )
     graph.change(batch=2, count=2)
     edges = write(spark, "edges", graph.edges(), EDGES_SCHEMA)
-    with caplog.at_level(logging.INFO, logger="dbt_merge.entity_merge.components"):
+    with caplog.at_level(logging.INFO, logger="dbt_merge.entity_merge"):
         entity_components(spark.table(edges), previous=stored).collect()
         monkeypatch.setenv(STATE_IN_DRIVER_ENV, "0")
         entity_components(spark.table(edges), previous=stored).collect()

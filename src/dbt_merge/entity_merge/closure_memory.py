@@ -136,7 +136,7 @@ def decide(edges: int, name_bytes: int, free: DriverMemory) -> tuple[bool, str]:
 
 # A run of a merge that follows the change reads its state (one row per node: node and
 # component names, a batch number, the previous component) into the driver once
-# (``components._closed_in_driver``). On the entity-merge benchmark at 3M records the
+# (``components_driver.closed_in_driver``). On the entity-merge benchmark at 3M records the
 # state's Arrow table took 43 to 45 bytes a row (4.6M to 4.7M rows, 188 to 202 MiB,
 # names of 9 to 30 bytes, most previous components null). The constants allow about
 # three times that in the JVM (its collected batches) and about six times in Python
