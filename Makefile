@@ -13,7 +13,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 # the test suite sets it itself, for the tests that build the demo
 run docs: export DBT_MERGE_DEMO := 1
 
-.PHONY: run test install install-bench check-java docs docs-site bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing bench-seed cluster-up cluster-down databricks-parse lint clean
+.PHONY: run test install install-bench check-java docs docs-site bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing bench-seed bench-changelog cluster-up cluster-down databricks-parse lint clean
 
 ## run: install if needed, then the demo `dbt build` (seeds, models, tests) on embedded Spark
 run: install check-java
@@ -61,6 +61,10 @@ bench-bin-packing: install check-java
 ## bench-seed: `dbt seed` of generated CSVs (5k, 100k, 1M rows) as one DataFrame write against dbt-spark's INSERT batches
 bench-seed: install check-java
 	$(BIN)/python bench/seed_bench.py $(BENCH_ARGS)
+
+## bench-changelog: an Iceberg table's changes between two snapshots (its changelog, its incremental read, an upsert's events) against the digest's pass over every record
+bench-changelog: install check-java
+	$(BIN)/python bench/changelog_bench.py $(BENCH_ARGS)
 
 ## cluster-up: a Spark standalone master and two 1-core workers on 127.0.0.1 for `dbt --target cluster`
 cluster-up: install check-java
