@@ -64,9 +64,15 @@
         {% set unchanged = false %}
         {% if digest is not none %}
             {#-- a dataset whose snapshot the digest describes is not read at all --#}
-            {% set unread = dbt_merge._entity_mark_unread(spec, snapshots, dbt_merge._entity_digest_snapshots(digest)) %}
+            {% set read_at = dbt_merge._entity_digest_snapshots(digest) %}
+            {% set unread = dbt_merge._entity_mark_unread(spec, snapshots, read_at) %}
             {% if unread %}
                 {% do log('dbt_merge: ' ~ model.name ~ ': not read, at the snapshot the last run read: ' ~ (unread | join(', ')), info=false) %}
+            {% endif %}
+            {#-- an upsert's events say which of its records changed: not hashed --#}
+            {% set fed = dbt_merge._entity_mark_event_sources(spec, snapshots, read_at) %}
+            {% if fed %}
+                {% do log('dbt_merge: ' ~ model.name ~ ': changed records found from their upsert provenance events: ' ~ (fed | join(', ')), info=false) %}
             {% endif %}
             {#-- only the buckets whose digest differs are compared record by record; their
                  records (candidates) are read once, by the comparison, which keeps what

@@ -10,7 +10,9 @@
         {%- do dbt_merge._store_upsert_table_settings(target, state.settings, state.cfg) %}
     {%- endif %}
     {%- if state.cfg.provenance %}
-        {%- do dbt_merge._upsert_provenance_after(target, state.events, state.cfg, arg_dict['file_format'], state.before_version, none if arg_dict['rebuild'] else arg_dict['temp_relation']) %}
+        {#-- the MERGE committed, its events not: the next run records them first --#}
+        {%- do dbt_merge._failpoint('upsert.before_provenance') %}
+        {%- do dbt_merge._upsert_provenance_after(target, state.events, state.cfg, arg_dict['file_format'], state.before_version, none if arg_dict['rebuild'] else arg_dict['temp_relation'], gap=arg_dict['rebuild']) %}
     {%- endif %}
     {%- if state.cfg.inline_compaction and not arg_dict['rebuild'] %}
         {%- do dbt_merge._compact_upsert_table(target, state.cfg.inline_compaction, execute=true) %}

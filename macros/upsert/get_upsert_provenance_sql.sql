@@ -146,17 +146,22 @@ where not (before.row_json <=> after.row_json)
             {% call statement('upsert_provenance_catch_up') %}
                 {{ dbt_merge.get_upsert_provenance_sql(target, events, cfg, recorded, current) }}
             {% endcall %}
+            {% do dbt_merge._set_upsert_recorded_version(events, current) %}
         {% else %}
             {{ log('dbt_merge: version ' ~ recorded ~ ' of ' ~ target ~ ' has expired; changes between it and ' ~ current ~ ' have no provenance events', info=true) }}
+            {% do dbt_merge._set_upsert_recorded_version(events, current, gap=true) %}
         {% endif %}
-        {% do dbt_merge._set_upsert_recorded_version(events, current) %}
+    {% elif current is not none and recorded is none %}
+        {#-- provenance turned on for a table that has one: its changes so far have no events --#}
+        {% do dbt_merge._set_upsert_recorded_version(events, current, gap=true) %}
     {% endif %}
     {{ return(current) }}
 {% endmacro %}
 
 
-{#-- After the MERGE: the events of this run, then the recorded version. --#}
-{% macro _upsert_provenance_after(target, events, cfg, file_format, before_version, keys_relation) %}
+{#-- After the MERGE: the events of this run, then the recorded version. A rebuild's
+     events (gap) are CREATE events of every row: a key the rebuild dropped has none. --#}
+{% macro _upsert_provenance_after(target, events, cfg, file_format, before_version, keys_relation, gap=false) %}
     {% set after_version = dbt_merge._table_version(target, file_format) %}
     {% if after_version is none or after_version == before_version %}
         {{ return(none) }}
@@ -164,12 +169,17 @@ where not (before.row_json <=> after.row_json)
     {% call statement('upsert_provenance') %}
         {{ dbt_merge.get_upsert_provenance_sql(target, events, cfg, before_version, after_version, keys_relation) }}
     {% endcall %}
-    {% do dbt_merge._set_upsert_recorded_version(events, after_version) %}
+    {% do dbt_merge._set_upsert_recorded_version(events, after_version, gap=gap) %}
 {% endmacro %}
 
 
-{% macro _set_upsert_recorded_version(events, version) %}
+{#-- Stores the recorded version; with gap, also that the events may lack changes made
+     up to it (dbt_merge.provenance_gap_at): an entity merge that reads the table's
+     change from its events does not read it across that version
+     (_entity_event_versions). --#}
+{% macro _set_upsert_recorded_version(events, version, gap=false) %}
     {% call statement('upsert_provenance_version') %}
-        alter table {{ events }} set tblproperties ('dbt_merge.provenance_version' = {{ dbt_merge._sql_string(version) }})
+        alter table {{ events }} set tblproperties ('dbt_merge.provenance_version' = {{ dbt_merge._sql_string(version) }}
+        {%- if gap %}, 'dbt_merge.provenance_gap_at' = {{ dbt_merge._sql_string(version) }}{% endif %})
     {% endcall %}
 {% endmacro %}

@@ -97,10 +97,11 @@
 
 {#-- Every read of the datasets in snapshots (_entity_dataset_snapshots) by this run
      (spec) is at that snapshot (Iceberg time travel), so that the digest the run
-     leaves describes it, whatever commits to the dataset meanwhile. --#}
+     leaves describes it, whatever commits to the dataset meanwhile. The table itself
+     stays in dataset.table. --#}
 {% macro _entity_pin_datasets(spec, snapshots) %}
     {% for dataset in spec.datasets if (dataset.offset | string) in snapshots %}
-        {% do dataset.update({'relation': dataset.relation ~ ' version as of ' ~ snapshots[dataset.offset | string]}) %}
+        {% do dataset.update({'table': dataset.relation, 'relation': dataset.relation ~ ' version as of ' ~ snapshots[dataset.offset | string]}) %}
     {% endfor %}
 {% endmacro %}
 
@@ -138,15 +139,22 @@
 
 {#-- The select of the buckets (dataset_offset, bucket) whose digest differs between the
      datasets and the stored digest: the only buckets whose records a run compares. A
-     dataset marked unread (_entity_mark_unread) takes no part. --#}
+     dataset marked unread (_entity_mark_unread) takes no part; one whose change its
+     upsert's events hold (_entity_mark_event_sources) gives the buckets of its
+     changed keys instead (_entity_event_buckets_sql). --#}
 {% macro _entity_changed_buckets_sql(spec, digest) %}
-    {%- set compared = [] %}
-    {%- for dataset in spec.datasets if not dataset.get('unread') %}{% do compared.append(dataset.offset) %}{% endfor %}
-with
-
--- the datasets' digest: a row per bucket leaves each task (partial aggregation)
-current_digest as (
+    {%- set hashed = [] %}
+    {%- set fed = [] %}
     {%- for dataset in spec.datasets if not dataset.get('unread') %}
+        {%- do (fed if dataset.get('events') else hashed).append(dataset) %}
+    {%- endfor %}
+    {%- if hashed %}
+select
+    coalesce(current_digest.dataset_offset, stored.dataset_offset) as dataset_offset,
+    coalesce(current_digest.bucket, stored.bucket) as bucket
+-- the datasets' digest: a row per bucket leaves each task (partial aggregation)
+from (
+    {%- for dataset in hashed %}
     select
         {{ dataset.offset }} as dataset_offset,
         {{ dbt_merge._entity_bucket_sql('node') }} as bucket,
@@ -161,16 +169,11 @@ current_digest as (
     group by 2
     {% if not loop.last %}union all{% endif %}
     {%- endfor %}
-)
-
-select
-    coalesce(current_digest.dataset_offset, stored.dataset_offset) as dataset_offset,
-    coalesce(current_digest.bucket, stored.bucket) as bucket
-from current_digest
+) as current_digest
 full outer join (
     select * from {{ digest }}
-    {%- if compared | length < spec.datasets | length %}
-    where dataset_offset in ({{ compared | join(', ') }})
+    {%- if hashed | length < spec.datasets | length %}
+    where dataset_offset in ({{ hashed | map(attribute='offset') | join(', ') }})
     {%- endif %}
 ) as stored
     on stored.dataset_offset = current_digest.dataset_offset
@@ -179,6 +182,11 @@ where not (
     current_digest.records <=> stored.records
     and current_digest.digest <=> stored.digest
 )
+    {%- endif %}
+    {%- for dataset in fed %}
+{{ 'union all' if hashed or not loop.first }}
+{{ dbt_merge._entity_event_buckets_sql(dataset) }}
+    {%- endfor %}
 {%- endmacro %}
 
 

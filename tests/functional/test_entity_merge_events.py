@@ -1,0 +1,168 @@
+"""A merge that follows the change of an upsert model: the pipeline upserts → entity
+merge (SPEC §1 'Change-driven runs', §5 provenance). Dataset a of the merge is an upsert
+model with provenance=true keyed by the merge's id column, so a change-following edges
+run finds a's changed records from the upsert's events (the versions after the one its
+digest describes) instead of hashing every record of a.
+
+Proven as the other change-following runs are: after every delivery the merged model
+equals a from-scratch build, the state tables hold what the from-scratch ones hold, and
+the edges rows and components rows a run wrote are exactly those of the records that
+changed. Where the events may not hold a's change, the run hashes a instead, with the
+same results: a write to a outside the upsert (the events are behind), a rebuild of the
+upsert (--full-refresh: its events do not show the keys it dropped), and a run of the
+upsert that died after its MERGE and before its events.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from dbt.tests.util import run_dbt
+
+from tests.functional import test_entity_merge_following as following
+from tests.functional.test_entity_merge import sql_recorder
+from tests.functional.test_entity_merge_following import (
+    COMBOS,
+    SCHEMAS,
+    Deliveries,
+    Following,
+    follow_models,
+    scripted,
+)
+
+# what the rows of a run are checked with (not imported by name: pytest would collect
+# the test class here too)
+Rebuilding = following.TestRebuilding
+
+# dataset a's upsert: every record of a delivery (an unchanged one records no event)
+# and a delete row for each record gone since the last
+UPSERT_A = (
+    "{{ config(materialized='incremental', incremental_strategy='upsert', unique_key='_id',"
+    " merge_mode='commit_time_ordering', delete_column='_removed', provenance=true,"
+    " file_format='iceberg') }}\n"
+    "select * from {{ target.schema }}.batch_a"
+)
+FED = "changed records found from their upsert provenance events: raw_a"
+
+
+class UpsertDeliveries(Deliveries):
+    """Deliveries whose dataset a reaches the merge through an upsert: each write puts
+    a's records and the delete rows of those gone into the upsert's batch."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.written_a: set[str] = set()
+
+    def write(self, spark, schema: str) -> None:
+        super().write(spark, schema)
+        columns = [c.split()[0] for c in SCHEMAS["a"].split(", ")]
+        records = self.records["a"]
+        rows = [(*(r.get(c) for c in columns), False) for r in records.values()]
+        rows += [(key, None, None, None, True) for key in sorted(self.written_a - set(records))]
+        frame = spark.createDataFrame(rows, f"{SCHEMAS['a']}, _removed boolean")
+        frame.writeTo(f"{schema}.batch_a").using("iceberg").createOrReplace()
+        self.written_a = set(records)
+
+
+def buckets_of(queries: list[str]) -> str:
+    """The statement of the run's edges model that staged the changed buckets ('' when
+    the run did not compare them)."""
+    found = [q for q in queries if re.search(r"create table \S+\.f_edges__dbt_merge_buckets ", q)]
+    assert len(found) <= 1, found
+    return found[0] if found else ""
+
+
+class TestUpsertEvents(Following):
+    combos = {"cd": COMBOS["cd"]}
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        models = follow_models(self.combos)
+        models["raw_a.sql"] = UPSERT_A
+        return models
+
+    def run(self, spark, schema, deliveries, queries, *args: str, expect_pass=True) -> str:
+        """Write the deliveries, run dbt (args select), return the buckets statement."""
+        deliveries.write(spark, schema)
+        queries.clear()
+        run_dbt(["run", *args], expect_pass=expect_pass, callbacks=[sql_recorder(queries)])
+        return buckets_of(queries)
+
+    def test_the_upserts_events_say_what_changed(self, project, spark):
+        schema = project.test_schema
+        run_dbt(["deps"])
+        deliveries = UpsertDeliveries(seed=33)
+        queries: list[str] = []
+        last_updated: dict = {}
+        hashed_a = f"from {schema}.raw_a version as of"
+        events = f"from {schema}.raw_a__provenance"
+        steps = []
+        for step, _ in scripted(deliveries):
+            deliveries.insert("a")  # a changes in every delivery
+            buckets = self.run(spark, schema, deliveries, queries)
+            self.check(spark, schema, step, last_updated)
+            steps.append((step, buckets))
+        prior = Rebuilding.batches(spark, schema, deliveries)
+        for number in range(6):
+            deliveries.random_delivery()
+            deliveries.insert("a")
+            step = f"random delivery {number}"
+            buckets = self.run(spark, schema, deliveries, queries)
+            self.check(spark, schema, step, last_updated)
+            current = Rebuilding.batches(spark, schema, deliveries)
+            Rebuilding.check_batches(prior, current, step)
+            prior = current
+            steps.append((step, buckets))
+        # the first run builds; every later one found a's change from its events and
+        # hashed no record of a (b and c, views, are hashed every run)
+        assert steps[0][1] == ""
+        for step, buckets in steps[1:]:
+            assert events in buckets and hashed_a not in buckets, step
+            assert f"from {schema}.raw_b as b" in buckets, step
+
+        # a write to a outside the upsert, read before the upsert runs again: its
+        # events are behind a's snapshot, so a is hashed
+        spark.sql(f"update {schema}.raw_a set score = score + 1 where score is not null")
+        queries.clear()
+        run_dbt(["run", "--exclude", "raw_a"], callbacks=[sql_recorder(queries)])
+        self.check(spark, schema, "a write outside the upsert", last_updated)
+        buckets = buckets_of(queries)
+        assert hashed_a in buckets and events not in buckets
+        # the upsert's next run records that write's diff first: events again
+        deliveries.insert("a")
+        buckets = self.run(spark, schema, deliveries, queries)
+        self.check(spark, schema, "the upsert after it", last_updated)
+        assert events in buckets and hashed_a not in buckets
+
+        # a rebuild of the upsert drops the keys of its old table without events: the
+        # next run hashes a; the one after reads events again
+        deliveries.random_delivery()
+        del deliveries.records["a"][sorted(deliveries.records["a"])[0]]
+        deliveries.write(spark, schema)
+        run_dbt(["run", "-s", "raw_a", "--full-refresh"])
+        for step in ("after a rebuild of the upsert", "the next delivery"):
+            queries.clear()
+            run_dbt(["run", "--exclude", "raw_a"], callbacks=[sql_recorder(queries)])
+            self.check(spark, schema, step, last_updated)
+            buckets = buckets_of(queries)
+            assert (hashed_a in buckets) == (step != "the next delivery"), step
+            assert (events in buckets) == (step == "the next delivery"), step
+            deliveries.insert("a")
+            deliveries.write(spark, schema)
+            run_dbt(["run", "-s", "raw_a"])
+
+        # an upsert run that died after its MERGE, before its events: the merge reads a
+        # at the MERGE's snapshot, which no event records yet, and hashes a
+        deliveries.insert("a")
+        os.environ["DBT_MERGE_FAIL_AT"] = "upsert.before_provenance"
+        try:
+            self.run(spark, schema, deliveries, queries, "-s", "raw_a", expect_pass=False)
+        finally:
+            del os.environ["DBT_MERGE_FAIL_AT"]
+        queries.clear()
+        run_dbt(["run", "--exclude", "raw_a"], callbacks=[sql_recorder(queries)])
+        self.check(spark, schema, "after an upsert that died", last_updated)
+        buckets = buckets_of(queries)
+        assert hashed_a in buckets and events not in buckets
