@@ -30,7 +30,10 @@ component ~94 records).
 With --change-column as well, every dataset carries `_changed_at` (the day of the
 delivery that last changed a record; before the first delivery, one of the 1,000 days
 before it) declared in the merge's change_columns, so a
-run reads only the records changed since the last one. Last, the reads that any run
+run reads only the records changed since the last one. With --upsert-input instead,
+every dataset is an upsert model with provenance (a pipeline upserts → entity merge):
+its incremental runs upsert the records a delivery changes, and the edges find them
+from the upsert's events rather than hashing every record. Last, the reads that any run
 following a change spread at random must make (FLOOR_READS: the datasets, the edges, the
 components and the merged table, once each) are timed and divided by the full build's.
 
@@ -38,7 +41,7 @@ Usage:
   .venv/bin/python bench/entity_merge_bench.py --sizes 100000,1000000 [--baseline-cap 600]
       [--json bench/out/entity_merge.json]
   .venv/bin/python bench/entity_merge_bench.py --incremental --sizes 1000000,3000000
-      [--shares 0.001,0.01] [--change-column]
+      [--shares 0.001,0.01] [--change-column | --upsert-input]
 """
 
 from __future__ import annotations
@@ -116,14 +119,28 @@ MOR_PROPERTIES = {
 MERGE_ON_READ = f"tblproperties={MOR_PROPERTIES}"
 
 
+# a dataset as an upsert model with provenance (upsert_input): an incremental run
+# upserts the records the delivery changes (and those the one before changed, whose
+# change it undoes); the merge's edges find them from the upsert's events
+UPSERT_DATASET = (
+    "{{ config(materialized='incremental', incremental_strategy='upsert', unique_key='_id',"
+    " merge_mode='commit_time_ordering', provenance=true) }}\n"
+)
+
+
 def write_project(
-    records: int, chain: int, incremental: bool = False, change_column: bool = False
+    records: int,
+    chain: int,
+    incremental: bool = False,
+    change_column: bool = False,
+    upsert_input: bool = False,
 ) -> None:
     """The dbt project: three generated datasets and the merge's three models (all
     three incremental, following the change, with `incremental`). With `change_column`
     every dataset has `_changed_at`, the day of the delivery that last changed a record
     (this one or the one before, whose change this one undoes), declared in the merge's
-    change_columns."""
+    change_columns. With `upsert_input` every dataset is an upsert model with provenance
+    (UPSERT_DATASET) instead of a table."""
     models = {}
     per_dataset = records // 3
     people = max(1, int(per_dataset * 0.8))
@@ -158,6 +175,14 @@ def write_project(
             f"with g as ({generated}),\nbase as ({body} from g)\n"
             f"select _id, _person, {email} as email, phone, is_deleted{changed_at} from base\n"
         )
+        if upsert_input:
+            models[f"{name}.sql"] = (
+                UPSERT_DATASET
+                + models[f"{name}.sql"]
+                + "{% if is_incremental() %}"
+                + f"where ({changed}) or ({changed_before})"
+                + "{% endif %}\n"
+            )
     if incremental:
         state = (
             "{{ config(materialized='incremental', incremental_strategy='entity_state', "
@@ -250,12 +275,18 @@ NO_NEW_SNAPSHOT = "nothing changed, no new snapshot"
 
 
 def incremental_runs(
-    size: int, chain: int, shares: list[float], change_column: bool = False
+    size: int,
+    chain: int,
+    shares: list[float],
+    change_column: bool = False,
+    upsert_input: bool = False,
 ) -> dict:
     """A full build of the merge that follows the change, then deliveries that change
     each share of the records, then one that changes nothing: the three merge nodes'
     time per run and its ratio to the full build's."""
-    write_project(size, chain, incremental=True, change_column=change_column)
+    write_project(
+        size, chain, incremental=True, change_column=change_column, upsert_input=upsert_input
+    )
     dbt("deps")
     dbt("run", "--full-refresh")  # the datasets (and a first build, not timed)
     print(f"records={size:,}: full build of the merge that follows the change ...", flush=True)
@@ -300,6 +331,7 @@ def incremental_runs(
         "records": size,
         "chain": chain,
         "change_column": change_column,
+        "upsert_input": upsert_input,
         "runs": runs,
         "read_floor": floor,
     }
@@ -465,16 +497,23 @@ def main() -> None:
         action="store_true",
         help="with --incremental: every dataset declares a change column (change_columns)",
     )
+    parser.add_argument(
+        "--upsert-input",
+        action="store_true",
+        help="with --incremental: every dataset is an upsert model with provenance",
+    )
     args = parser.parse_args()
 
     if args.incremental:
         chain = args.chain or 3
         shares = [float(s) for s in args.shares.split(",")]
         results = [
-            incremental_runs(int(size), chain, shares, args.change_column)
+            incremental_runs(int(size), chain, shares, args.change_column, args.upsert_input)
             for size in args.sizes.split(",")
         ]
-        suffix = "_change_column" if args.change_column else ""
+        suffix = ("_change_column" if args.change_column else "") + (
+            "_upsert_input" if args.upsert_input else ""
+        )
         path = args.json.with_name(f"entity_merge_incremental{suffix}.json")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"results": results}, indent=2))
