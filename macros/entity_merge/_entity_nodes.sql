@@ -34,7 +34,14 @@
 
 {#-- The node name of an entity: `<offset>|<id>`. --#}
 {% macro _entity_node_sql(dataset) %}
-    {{- "concat('" ~ dataset.offset ~ "|', " ~ dbt_merge._entity_id_sql(dataset) ~ ")" -}}
+    {{- dbt_merge._entity_node_of_sql(dataset.offset, dbt_merge._entity_id_sql(dataset)) -}}
+{% endmacro %}
+
+
+{#-- The node name of the entity of dataset offset whose id, as a string, is id_text_sql
+     (an upsert's event names its key so: _entity_event_buckets_sql). --#}
+{% macro _entity_node_of_sql(offset, id_text_sql) %}
+    {{- "concat('" ~ offset ~ "|', " ~ id_text_sql ~ ")" -}}
 {% endmacro %}
 
 

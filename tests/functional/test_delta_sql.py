@@ -384,6 +384,7 @@ NOT_SQL = {
     "_entity_merge_change_columns": "sets each dataset's change SQL (a dict update)",
     "_entity_id_sql": "an expression, parsed inside equality_edges and merge_entities",
     "_entity_node_sql": "an expression, parsed inside equality_edges and merge_entities",
+    "_entity_node_of_sql": "an expression, parsed inside equality_edges",
     "_entity_node_offset_sql": "an expression, parsed inside equality_edges and merge_entities",
     "_entity_node_id_sql": "an expression, parsed inside merge_entities",
     "_entity_ids_sql": "an expression, parsed inside merge_entities",

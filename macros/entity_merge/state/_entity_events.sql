@@ -84,7 +84,7 @@
 {#-- The select of the buckets (dataset_offset, bucket) of the keys whose events (the
      dataset's events, from _entity_mark_event_sources) carry one of its versions. --#}
 {% macro _entity_event_buckets_sql(dataset) %}
-    {%- set node = "concat('" ~ dataset.offset ~ "|', record_key)" %}
+    {%- set node = dbt_merge._entity_node_of_sql(dataset.offset, 'record_key') %}
     select distinct {{ dataset.offset }} as dataset_offset, {{ dbt_merge._entity_bucket_sql(node) }} as bucket
     from {{ dataset.events.relation }}
     where model_name = {{ dbt_merge._sql_string(dataset.events.model) }}
