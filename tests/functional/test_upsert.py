@@ -588,6 +588,12 @@ class TestUpsertProvenance(TableType, InstallsDbtMerge):
             "composite.sql": upsert_model(
                 unique_key=["id", "ts"], precombine_key="ts", provenance=True
             ),
+            # provenance turned on by an environment variable, after the table exists
+            "late.sql": upsert_model(
+                precombine_key="ts",
+                delete_column="is_deleted",
+                provenance="env_var('DBT_MERGE_TEST_LATE_PROVENANCE', 'no') == 'yes'",
+            ),
         }
 
     def run_batch(self, number, *select):
@@ -657,6 +663,40 @@ class TestUpsertProvenance(TableType, InstallsDbtMerge):
         )
         self.run_batch(3, "audited")
         assert len(events(spark, schema, "audited")) == count
+
+    def test_changes_that_may_have_no_events_mark_a_gap(self, project, spark):
+        """dbt_merge.provenance_gap_at: an entity merge does not read the events across it."""
+        schema = project.test_schema
+        assert not spark.catalog.tableExists(f"{schema}.late__provenance")
+        built = current_snapshot(spark, schema, "late")
+        run_with_env(["run", "--select", "late"], {"batch": 2, "late_provenance": "yes"})
+        late = properties(spark, schema, "late__provenance")
+        assert late["dbt_merge.provenance_gap_at"] == built, (
+            "provenance turned on for a table with rows: its changes so far have no events"
+        )
+        assert late["dbt_merge.provenance_version"] == current_snapshot(spark, schema, "late")
+        assert late["dbt_merge.provenance_version"] != built, "batch 2 changed the table"
+
+        audited = properties(spark, schema, "audited__provenance")
+        assert "dbt_merge.provenance_gap_at" not in audited, (
+            "every change so far has events: a first build's CREATE events are complete"
+        )
+        # a write outside the upsert, then its recorded version expired before a catch-up
+        spark.sql(f"update {schema}.audited set name = 'expired' where id = 1")
+        outside = current_snapshot(spark, schema, "audited")
+        spark.sql(
+            f"call spark_catalog.system.expire_snapshots(table => '{schema}.audited',"
+            " older_than => timestamp '2999-01-01 00:00:00', retain_last => 1)"
+        )
+        known = set(events(spark, schema, "audited"))
+        _, log = run_with_env(["run", "--select", "audited"], {"batch": 3}, capture=True)
+        assert f"version {audited['dbt_merge.provenance_version']} of" in log
+        assert "has expired" in log
+        audited = properties(spark, schema, "audited__provenance")
+        assert audited["dbt_merge.provenance_gap_at"] == outside, (
+            "the outside write's changes have no events: the gap is at the version the run found"
+        )
+        assert not any(r.record_key == "1" for r in set(events(spark, schema, "audited")) - known)
 
 
 class TestUpsertProvenanceMergeOnRead(TestUpsertProvenance):
