@@ -220,22 +220,28 @@ from numbered
 
 {#-- max_merged: a component larger than the limit fails the model before anything is
      written. components: the components model, or in a change-following run the nodes
-     of the components that changed. --#}
+     of the components that changed. The sizes are counted first, and a few members
+     are collected only for the largest component over the limit: collecting every
+     component's members took 6.5 to 7.3 s on the 3M benchmark's 4.6M-node table,
+     counting them 3.0 to 3.3 s. --#}
 {% macro _check_max_merged(spec, components) %}
-    {% set check -%}
-        select component, count(*) as member_count, array_join(slice(sort_array(collect_list(node)), 1, 5), ', ') as sample
+    {% set members -%}
         from {{ components }}
         where {{ dbt_merge._is_entity_node_sql('node') }}
             and component is not null
-        group by component
-        having count(*) > {{ spec.max_merged }}
-        order by member_count desc, component
-        limit 1
     {%- endset %}
-    {% set found = run_query(check) %}
+    {% set found = run_query(
+        'select component, count(*) as member_count ' ~ members
+        ~ ' group by component having count(*) > ' ~ spec.max_merged
+        ~ ' order by member_count desc, component limit 1'
+    ) %}
     {% if found.rows | length > 0 %}
         {% set row = found.rows[0] %}
-        {% do dbt_merge._entity_merge_error(spec.name, 'max_merged', 'a component has ' ~ row[1] ~ ' members, more than max_merged = ' ~ spec.max_merged ~ '. Some of its members (<offset>|<id>): ' ~ row[2] ~ '. Check the equality rules for a value shared by too many entities, or raise max_merged') %}
+        {% set sample = run_query(
+            "select array_join(slice(sort_array(collect_list(node)), 1, 5), ', ') " ~ members
+            ~ ' and component = ' ~ dbt_merge._sql_string(row[0])
+        ).rows[0][0] %}
+        {% do dbt_merge._entity_merge_error(spec.name, 'max_merged', 'a component has ' ~ row[1] ~ ' members, more than max_merged = ' ~ spec.max_merged ~ '. Some of its members (<offset>|<id>): ' ~ sample ~ '. Check the equality rules for a value shared by too many entities, or raise max_merged') %}
     {% endif %}
 {% endmacro %}
 
