@@ -108,3 +108,14 @@ def test_a_second_warehouse_in_one_process_is_refused(spark, tmp_path):
         sessions.get_session(other)
     assert f"already running in this process with warehouse '{WAREHOUSE}'" in str(err.value)
     assert f"this profile asks for '{tmp_path / 'other'}'" in str(err.value)
+
+
+def test_a_query_runs_in_execute(spark):
+    """dbt's "SQL status: ... in N seconds" times execute: a query's work, and its
+    failure, belong to it, not to a later fetch."""
+    cursor = sessions.SessionCursor(spark)
+    with pytest.raises(DbtRuntimeError, match="no row may pass"):
+        cursor.execute("select assert_true(id < 0, 'no row may pass') from range(3)")
+    cursor.execute("select id * 2 as doubled from range(3)")
+    assert [row.doubled for row in cursor.fetchall()] == [0, 2, 4]
+    assert [column[0] for column in cursor.description] == ["doubled"]

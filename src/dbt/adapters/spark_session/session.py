@@ -442,19 +442,18 @@ class SessionCursor:
             sql = bind(sql, bindings)
         target = view_session(self._session) if is_persistent_view_ddl(sql) else self._session
         self._rows = None
-        # names the jobs of this statement (eager ones now, a later fetch's too)
+        # names the jobs of this statement
         target.sparkContext.setJobDescription(statement_label(sql))
         try:
             self._df = target.sql(sql)
+            # a query runs here, not at the fetch (a command already has): dbt times
+            # execute for its "SQL status ... in N seconds", and a cursor of dbt-spark's
+            # other adapters has run its statement when execute returns
+            self._rows = self._df.collect()
         except Exception as exc:
             raise DbtRuntimeError(short_error(exc)) from None
 
     def fetchall(self) -> list[Any] | None:
-        if self._rows is None and self._df is not None:
-            try:
-                self._rows = self._df.collect()
-            except Exception as exc:
-                raise DbtRuntimeError(short_error(exc)) from None
         return self._rows
 
     def fetchone(self) -> Any | None:
