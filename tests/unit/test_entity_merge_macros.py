@@ -29,9 +29,11 @@ def _returning(macro):
     return call
 
 
-def macros(*paths: Path) -> SimpleNamespace:
-    """The macros of the files as a `dbt_merge` namespace, each callable as dbt calls it."""
+def macros(*paths: Path, **context) -> SimpleNamespace:
+    """The macros of the files as a `dbt_merge` namespace, each callable as dbt calls it;
+    context: more names the macros see (dbt's run_query, adapter, config, var)."""
     env = jinja2.Environment(extensions=["jinja2.ext.do"])
+    env.globals.update(context)
     env.globals["return"] = _return
     namespace = SimpleNamespace()
     env.globals["dbt_merge"] = namespace
