@@ -307,7 +307,9 @@ EXECUTED = {
     "_check_max_merged": r"having count\(\*\) > \d+\s+order by member_count",
     "_entity_next_batch": r"select greatest\( unix_micros\(current_timestamp\(\)\)",
     "_check_entity_declaration": r"select declaration from \S+people_follow_edges",
-    "_entity_state_target_filter": r"select distinct `src` as value from \S+people_edges limit 20001\)",
+    "_entity_state_target_filter": (
+        r"select distinct `src` as value from \S+people_edges limit 20001\)"
+    ),
     "_entity_state_placeholders_sql": (
         r"insert into \S+people_follow_components \(`node`, `component`, `_batch`\) select"
     ),
