@@ -412,6 +412,7 @@ NOT_SQL = {
     "_member_json_sql": "an expression, parsed inside merge_entities (strategy list)",
     # core
     "_sql_string": "a string literal, parsed inside the statements that use it",
+    "_sql_string_sql": "an expression, parsed inside the query _entity_state_target_filter runs",
     "_provenance_stamp_sql": "two columns, parsed inside every provenance statement",
     "_failpoint": "raises an injected failure, or renders nothing",
     "_session_setting": "reads a session setting: only for the state strategy's broadcast "

@@ -223,21 +223,18 @@ select 'dbt_merge: the {{ "table was rewritten" if rewrite else "batch was writt
      read, and only its matching rows are shuffled. Only for the state tables' own keys
      (src, node), when no source row has a null key (`in` is then exact where the
      condition compares null-safe) and for at most _entity_state_filter_limit() values;
-     otherwise nothing is added. Spark writes the list (the literals as _sql_string
-     writes them) and returns it in one row: a row per value cost the components run of
-     a 0.1% delivery on the 3M benchmark 1.1 s after its query (15,000 values made into
-     dbt's result table, then quoted one by one in Jinja). --#}
+     otherwise nothing is added. Spark writes the list (_sql_string_sql: the literals
+     as _sql_string writes them) and returns it in one row: a row per value cost the
+     components run of a 0.1% delivery on the 3M benchmark 1.1 s after its query
+     (15,000 values made into dbt's result table, then quoted one by one in Jinja). --#}
 {% macro _entity_state_target_filter(source, keys, unique_key) %}
     {%- if unique_key or keys[0] not in ['src', 'node'] %}
         {{- return('') -}}
     {%- endif %}
     {%- set limit = dbt_merge._entity_state_filter_limit() %}
-    {%- set quoted = 'concat(' ~ dbt_merge._sql_string("'") ~ ', replace(replace(value, '
-        ~ dbt_merge._sql_string('\\') ~ ', ' ~ dbt_merge._sql_string('\\\\') ~ '), '
-        ~ dbt_merge._sql_string("'") ~ ', ' ~ dbt_merge._sql_string("\\'") ~ '), '
-        ~ dbt_merge._sql_string("'") ~ ')' %}
     {%- set found = run_query(
-        'select count(*), count_if(value is null), array_join(collect_list(' ~ quoted ~ "), ', ')"
+        'select count(*), count_if(value is null), array_join(collect_list('
+        ~ dbt_merge._sql_string_sql('value') ~ "), ', ')"
         ~ ' from (select distinct ' ~ adapter.quote(keys[0]) ~ ' as value from ' ~ source
         ~ ' limit ' ~ (limit + 1) ~ ')'
     ).rows[0] %}
