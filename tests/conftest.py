@@ -37,6 +37,11 @@ os.environ["DBT_MERGE_WAREHOUSE"] = str(WAREHOUSE)
 # the demo is off (dbt_project.yml): every test project that installs dbt_merge must see
 # the package as users get it; the demo's own tests turn it on for their dbt calls
 os.environ.pop("DBT_MERGE_DEMO", None)
+# dbt in this process writes no manifest.json and run_results.json (twice the manifest
+# per command: about a tenth of the Python time of a file of dbt runs); the tests that
+# read an artifact ask for it with --write-json, and the dbt processes tests start
+# (process_env) write them as users' do
+os.environ["DBT_WRITE_JSON"] = "false"
 
 
 # the dbt executable of this venv, for the tests that run dbt as a process of its own
@@ -44,9 +49,13 @@ DBT = str(Path(sys.executable).with_name("dbt"))
 
 
 def process_env(**extra: str) -> dict[str, str]:
-    """The environment of a dbt process a test starts: this one's, without pytest's and
-    the test run's DBT_MERGE_ settings, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DBT_MERGE_"))}
+    """The environment of a dbt process a test starts: this one's, without pytest's, the
+    test run's DBT_MERGE_ settings and DBT_WRITE_JSON, plus ``extra``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTEST", "DBT_MERGE_")) and k != "DBT_WRITE_JSON"
+    }
     env.update(DBT_SEND_ANONYMOUS_USAGE_STATS="false", SPARK_LOCAL_IP="127.0.0.1", **extra)
     return env
 

@@ -728,7 +728,7 @@ class TestDeltaSql(InstallsDbtMerge):
     @pytest.fixture(scope="class")
     def compiled(self, built):
         recorder = Recorder()
-        results = run_dbt(["compile", "--vars", DELTA_VARS], callbacks=[recorder])
+        results = run_dbt(["compile", "--write-json", "--vars", DELTA_VARS], callbacks=[recorder])
         manifest = json.loads((Path(built.project_root) / "target" / "manifest.json").read_text())
         nodes = {node_key(r.node): r.node for r in results}
         return nodes, recorder.queries, manifest

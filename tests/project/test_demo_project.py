@@ -157,7 +157,7 @@ def test_second_build_takes_the_incremental_path(spark, first_build):
 @pytest.fixture(scope="module")
 def docs(first_build):
     """`dbt docs generate`, once: (catalog, manifest)."""
-    dbt("docs", "generate")
+    dbt("docs", "generate", "--write-json")
     catalog = json.loads((TARGET / "catalog.json").read_text())
     manifest = json.loads((TARGET / "manifest.json").read_text())
     return catalog, manifest
