@@ -37,10 +37,10 @@ os.environ["DBT_MERGE_WAREHOUSE"] = str(WAREHOUSE)
 # the demo is off (dbt_project.yml): every test project that installs dbt_merge must see
 # the package as users get it; the demo's own tests turn it on for their dbt calls
 os.environ.pop("DBT_MERGE_DEMO", None)
-# dbt in this process writes no manifest.json and run_results.json (twice the manifest
-# per command: about a tenth of the Python time of a file of dbt runs); the tests that
-# read an artifact ask for it with --write-json, and the dbt processes tests start
-# (process_env) write them as users' do
+# dbt in this process writes no manifest.json and run_results.json (the manifest twice
+# per command: 8% of the Python samples of test_entity_merge.py); the tests that read an
+# artifact (or run `dbt retry`, which reads run_results.json) ask for them with
+# --write-json, and the dbt processes tests start (process_env) write them as users' do
 os.environ["DBT_WRITE_JSON"] = "false"
 
 

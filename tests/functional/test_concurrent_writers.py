@@ -102,7 +102,10 @@ class TestTwoWritersOnOneTable(InstallsDbtMerge):
             f"update other.{schema}.audited set name = 'other' where id = 1",
         )
 
-        results = run_dbt(["run", "--vars", json.dumps({"batch": 2})], expect_pass=False)
+        # --write-json: `dbt retry` below reads the run_results.json of this run
+        results = run_dbt(
+            ["run", "--write-json", "--vars", json.dumps({"batch": 2})], expect_pass=False
+        )
         failed = next(r for r in results if r.node.name == "audited")
         message = " ".join(str(failed.message).split())
         assert failed.status == "error"
