@@ -13,7 +13,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 # the test suite sets it itself, for the tests that build the demo
 run docs: export DBT_MERGE_DEMO := 1
 
-.PHONY: run test install install-bench check-java docs docs-site bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing bench-seed bench-changelog cluster-up cluster-down databricks-parse lint clean
+.PHONY: run test install install-bench check-java docs docs-site bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing bench-seed bench-changelog bench-state-log cluster-up cluster-down databricks-parse lint clean
 
 ## run: install if needed, then the demo `dbt build` (seeds, models, tests) on embedded Spark
 run: install check-java
@@ -65,6 +65,10 @@ bench-seed: install check-java
 ## bench-changelog: an Iceberg table's changes between two snapshots (its changelog, its incremental read, an upsert's events) against the digest's pass over every record
 bench-changelog: install check-java
 	$(BIN)/python bench/changelog_bench.py $(BENCH_ARGS)
+
+## bench-state-log: the state of a change-following merge appended (a log its readers fold) against today's MERGE, on the tables `make bench-entity-merge BENCH_ARGS="--incremental ..."` left
+bench-state-log: install check-java
+	$(BIN)/python bench/state_log_bench.py $(BENCH_ARGS)
 
 ## cluster-up: a Spark standalone master and two 1-core workers on 127.0.0.1 for `dbt --target cluster`
 cluster-up: install check-java
