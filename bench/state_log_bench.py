@@ -185,6 +185,8 @@ def driver_read(spark, table: str, last: int | None) -> int:
 
 
 def replay(spark, name: str, rounds: int, share: float) -> dict:
+    """The rounds on one state table: each round's write both ways, then each read on
+    the merged table and on the folded log, checked equal. Returns the seconds."""
     source, keys, group = TABLES[name]
     merged, log = f"{SCHEMA}.{name}_merged", f"{SCHEMA}.{name}_log"
     for table in (merged, log):
