@@ -23,6 +23,23 @@ EVENT_LOG = (
 )
 
 
+def local_session(driver_memory: str = "6g"):
+    """This process's SparkSession for a benchmark that runs Spark itself, built on first
+    use as a BenchProject's profile runs it: local[2], the warehouse under bench/out."""
+    from dbt.adapters.spark_session import session as sessions
+
+    return sessions.get_session(
+        sessions.SessionSettings(
+            warehouse=WAREHOUSE,
+            log_dir=OUT / "logs",
+            server_side_parameters={
+                "spark.master": "local[2]",
+                "spark.driver.memory": driver_memory,
+            },
+        )
+    )
+
+
 class BenchProject:
     """bench/out/<name>_project with the given models (file name → text)."""
 

@@ -30,11 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from bench_project import OUT, WAREHOUSE  # noqa: E402
+from bench_project import OUT, local_session  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 from spark_metrics import ShuffleMeter  # noqa: E402
 
-from dbt.adapters.spark_session import session as sessions  # noqa: E402
 from dbt_merge.bin_packing import bin_pack, offline_report, plan_offline  # noqa: E402
 
 SCHEMA = "bench_bin_packing"
@@ -163,13 +162,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [args.items] if args.items else [int(s) for s in args.sizes.split(",")]
 
-    spark = sessions.get_session(
-        sessions.SessionSettings(
-            warehouse=WAREHOUSE,
-            log_dir=OUT / "logs",
-            server_side_parameters={"spark.master": "local[2]", "spark.driver.memory": "6g"},
-        )
-    )
+    spark = local_session()
     results = [measure(spark, size, args) for size in sizes]
     machine = {"python": platform.python_version(), "cores": 2, "master": "local[2]"}
     args.json.parent.mkdir(parents=True, exist_ok=True)

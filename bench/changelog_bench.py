@@ -42,9 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from bench_project import OUT, WAREHOUSE  # noqa: E402
-
-from dbt.adapters.spark_session import session as sessions  # noqa: E402
+from bench_project import OUT, local_session  # noqa: E402
 
 SCHEMA = "bench_changelog"
 MODES = ("merge-on-read", "copy-on-write")
@@ -211,13 +209,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=OUT / "changelog.json")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
-    spark = sessions.get_session(
-        sessions.SessionSettings(
-            warehouse=WAREHOUSE,
-            log_dir=OUT / "logs",
-            server_side_parameters={"spark.master": "local[2]", "spark.driver.memory": "6g"},
-        )
-    )
+    spark = local_session()
     spark.sql(f"create database if not exists {SCHEMA}")
     results = []
     for mode in MODES:

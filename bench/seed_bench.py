@@ -35,11 +35,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from bench_project import OUT, WAREHOUSE, BenchProject  # noqa: E402
+from bench_project import OUT, WAREHOUSE, BenchProject, local_session  # noqa: E402
 from dbt_common.clients import agate_helper  # noqa: E402
 
 from dbt.adapters.spark_session import csv_table  # noqa: E402
-from dbt.adapters.spark_session import session as sessions  # noqa: E402
 
 SCHEMA = "bench_seed"
 PROJECT = BenchProject("bench_seed", SCHEMA)
@@ -142,13 +141,7 @@ def main() -> None:
     config["seeds"]["bench_seed"]["+seed_load"] = "{{ var('seed_load', 'dataframe') }}"
     PROJECT.write({}, config, seeds=seeds)
     PROJECT.dbt("deps")
-    spark = sessions.get_session(
-        sessions.SessionSettings(
-            warehouse=WAREHOUSE,
-            log_dir=OUT / "logs",
-            server_side_parameters={"spark.master": "local[2]", "spark.driver.memory": "6g"},
-        )
-    )
+    spark = local_session()
     seed_time("warm_frame", "dataframe")
     seed_time("warm_insert", "insert")
     results = []

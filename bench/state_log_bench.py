@@ -41,9 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from bench_project import OUT, WAREHOUSE  # noqa: E402
-
-from dbt.adapters.spark_session import session as sessions  # noqa: E402
+from bench_project import OUT, WAREHOUSE, local_session  # noqa: E402
 
 SOURCE = "bench_entity_merge"
 SCHEMA = "bench_state_log"
@@ -242,13 +240,7 @@ def main() -> None:
     parser.add_argument("--edges-share", type=float, default=0.001)
     parser.add_argument("--json", type=Path, default=OUT / "state_log.json")
     args = parser.parse_args()
-    spark = sessions.get_session(
-        sessions.SessionSettings(
-            warehouse=WAREHOUSE,
-            log_dir=OUT / "logs",
-            server_side_parameters={"spark.master": "local[2]", "spark.driver.memory": "6g"},
-        )
-    )
+    spark = local_session()
     missing = [t for t, *_ in TABLES.values() if not spark.catalog.tableExists(f"{SOURCE}.{t}")]
     if missing:
         raise SystemExit(
