@@ -46,3 +46,13 @@ def merge_models(name: str, materialized: str = "table") -> dict[str, str]:
 def merge_vars(**merges: dict) -> dict:
     """`vars:` holding the given entity merges."""
     return {"vars": {"dbt_merge": {"entity_merges": merges}}}
+
+
+def expire_all_but_current(spark, table: str) -> None:
+    """Expire every snapshot of the Iceberg table but its current one."""
+    spark.sql(
+        f"call spark_catalog.system.expire_snapshots(table => '{table}',"
+        " older_than => timestamp '2999-01-01 00:00:00', retain_last => 1)"
+    )
+    kept = spark.sql(f"select count(*) from {table}.snapshots").first()[0]
+    assert kept == 1, f"{table} keeps {kept} snapshots"

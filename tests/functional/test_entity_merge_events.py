@@ -11,8 +11,9 @@ run wrote are exactly those of the records that changed (joins and splits of
 components are the property test's, tests/functional/test_entity_merge_following.py).
 Where the events may not hold a's change, the run hashes a instead, with the same
 results: a write to a outside the upsert (the events are behind), a rebuild of the
-upsert (--full-refresh: its events do not show the keys it dropped), and a run of the
-upsert that died after its MERGE and before its events.
+upsert (--full-refresh: its events do not show the keys it dropped), its versions
+expired past the one the last run read, and a run of the upsert that died after its
+MERGE and before its events.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pytest
 from dbt.tests.util import run_dbt
 
 from tests.functional import test_entity_merge_following as following
+from tests.functional.entity_merge_fixtures import expire_all_but_current
 from tests.functional.test_entity_merge import sql_recorder
 from tests.functional.test_entity_merge_following import (
     COMBOS,
@@ -155,6 +157,19 @@ class TestUpsertEvents(Following):
             deliveries.insert("a")
             deliveries.write(spark, schema)
             run_dbt(["run", "-s", "raw_a"])
+
+        # the upsert's versions expired up to its current one, which the merge has not
+        # read yet (its events are recorded, as above), the one the edges' digest
+        # describes among them: the events cannot say what changed since that version,
+        # so a is hashed; the next delivery reads events again
+        expire_all_but_current(spark, f"{schema}.raw_a")
+        buckets = self.merge_without_upsert(queries)
+        self.check(spark, schema, "after the upsert's versions expired", last_updated)
+        assert hashed_a in buckets and events not in buckets
+        deliveries.insert("a")
+        buckets = self.run(spark, schema, deliveries, queries)
+        self.check(spark, schema, "the delivery after the expiry", last_updated)
+        assert events in buckets and hashed_a not in buckets
 
         # an upsert run that died after its MERGE, before its events: the merge reads a
         # at the MERGE's snapshot, which no event records yet, and hashes a

@@ -7,7 +7,8 @@ read again. After every run the merged model equals a from-scratch build.
 
 The merged model finds what changed since its rows were written from the history of its
 own table: a rollback or a compaction of it, or a rollback of the components, does not
-hide a change (TestStateHistory)."""
+hide a change, and when the components' snapshot it was built from has expired it
+compares every entity (TestStateHistory)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,12 @@ import re
 import pytest
 from dbt.tests.util import run_dbt
 
-from tests.functional.entity_merge_fixtures import NEVER, InstallsDbtMerge, merge_vars
+from tests.functional.entity_merge_fixtures import (
+    NEVER,
+    InstallsDbtMerge,
+    expire_all_but_current,
+    merge_vars,
+)
 from tests.functional.test_entity_merge import sql_recorder
 
 ROWS = {
@@ -270,3 +276,32 @@ class TestStateHistory(SnapshotMerge):
         )
         assert follow == scratch
         assert {"0|a3", "2|v2"} <= follow and "0|a3|2|v2" not in follow
+
+        # the components' snapshots expired up to their current one, after a run the
+        # merged table has not read (a3 joins a2 and v1): the snapshot the merged table
+        # was built from is gone, so it compares every entity (it stages no affected
+        # nodes), and equals the merged records of the components built from scratch
+        spark.sql(f"update {schema}.a set email = 'e2' where _id = 'a3'")
+        run_dbt(["run", "-s", "s_edges", "s_components"])
+        expire_all_but_current(spark, components)
+        queries: list[str] = []
+        run_dbt(["run", "-s", "s_merged", "c_merged"], callbacks=[sql_recorder(queries)])
+        assert not [q for q in queries if "s_merged__dbt_merge_affected" in q]
+        follow, scratch = (
+            self.live(spark, f"{schema}.{name}") for name in ("s_merged", "c_merged")
+        )
+        assert follow == scratch
+        assert "0|a2|0|a3|2|v1" in follow
+        # and the run after it follows the change again: a3 leaves them
+        spark.sql(f"update {schema}.a set email = 'e3' where _id = 'a3'")
+        queries.clear()
+        run_dbt(
+            ["run", "-s", "s_edges", "s_components", "s_merged", "c_merged"],
+            callbacks=[sql_recorder(queries)],
+        )
+        assert [q for q in queries if "s_merged__dbt_merge_affected" in q]
+        follow, scratch = (
+            self.live(spark, f"{schema}.{name}") for name in ("s_merged", "c_merged")
+        )
+        assert follow == scratch
+        assert {"0|a2|2|v1", "0|a3"} <= follow
