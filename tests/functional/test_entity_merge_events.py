@@ -100,6 +100,19 @@ class TestUpsertEvents(Following):
         run_dbt(["run", "--exclude", "raw_a"], callbacks=[sql_recorder(queries)])
         return buckets_of(queries)
 
+    def hashed_then_events(self, spark, schema, deliveries, queries, last_updated, why):
+        """A run of every model but the upsert hashes a, whose events do not hold its
+        change since the last run (why); after a delivery through the upsert, the next
+        run reads a's change from its events again."""
+        hashed_a, events = f"from {schema}.raw_a version as of", f"from {schema}.raw_a__provenance"
+        buckets = self.merge_without_upsert(queries)
+        self.check(spark, schema, f"after the {why}", last_updated)
+        assert hashed_a in buckets and events not in buckets, why
+        deliveries.insert("a")
+        buckets = self.run(spark, schema, deliveries, queries)
+        self.check(spark, schema, f"the delivery after the {why}", last_updated)
+        assert events in buckets and hashed_a not in buckets, why
+
     def test_the_upserts_events_say_what_changed(self, project, spark):
         schema = project.test_schema
         run_dbt(["deps"])
@@ -132,16 +145,10 @@ class TestUpsertEvents(Following):
             assert f"from {schema}.raw_b as b" in buckets, step
 
         # a write to a outside the upsert, read before the upsert runs again: its
-        # events are behind a's snapshot, so a is hashed
+        # events are behind a's snapshot, so a is hashed; the upsert's next run
+        # records that write's diff first: events again
         spark.sql(f"update {schema}.raw_a set score = score + 1 where score is not null")
-        buckets = self.merge_without_upsert(queries)
-        self.check(spark, schema, "a write outside the upsert", last_updated)
-        assert hashed_a in buckets and events not in buckets
-        # the upsert's next run records that write's diff first: events again
-        deliveries.insert("a")
-        buckets = self.run(spark, schema, deliveries, queries)
-        self.check(spark, schema, "the upsert after it", last_updated)
-        assert events in buckets and hashed_a not in buckets
+        self.hashed_then_events(spark, schema, deliveries, queries, last_updated, "a write")
 
         # a rebuild of the upsert drops the keys of its old table without events: the
         # next run hashes a; the one after reads events again
@@ -163,13 +170,7 @@ class TestUpsertEvents(Following):
         # describes among them: the events cannot say what changed since that version,
         # so a is hashed; the next delivery reads events again
         expire_all_but_current(spark, f"{schema}.raw_a")
-        buckets = self.merge_without_upsert(queries)
-        self.check(spark, schema, "after the upsert's versions expired", last_updated)
-        assert hashed_a in buckets and events not in buckets
-        deliveries.insert("a")
-        buckets = self.run(spark, schema, deliveries, queries)
-        self.check(spark, schema, "the delivery after the expiry", last_updated)
-        assert events in buckets and hashed_a not in buckets
+        self.hashed_then_events(spark, schema, deliveries, queries, last_updated, "expiry")
 
         # an upsert run that died after its MERGE, before its events: the merge reads a
         # at the MERGE's snapshot, which no event records yet, and hashes a
