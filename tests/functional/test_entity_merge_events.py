@@ -148,7 +148,9 @@ class TestUpsertEvents(Following):
         # events are behind a's snapshot, so a is hashed; the upsert's next run
         # records that write's diff first: events again
         spark.sql(f"update {schema}.raw_a set score = score + 1 where score is not null")
-        self.hashed_then_events(spark, schema, deliveries, queries, last_updated, "a write")
+        self.hashed_then_events(
+            spark, schema, deliveries, queries, last_updated, "write outside the upsert"
+        )
 
         # a rebuild of the upsert drops the keys of its old table without events: the
         # next run hashes a; the one after reads events again
