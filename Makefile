@@ -13,15 +13,26 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 # the test suite sets it itself, for the tests that build the demo
 run docs: export DBT_MERGE_DEMO := 1
 
-.PHONY: run test install install-bench check-java docs docs-site bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing bench-seed bench-changelog bench-state-log cluster-up cluster-down databricks-parse lint clean
+.PHONY: run test test-long install install-bench check-java docs docs-site bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing bench-seed bench-changelog bench-state-log cluster-up cluster-down databricks-parse lint clean
 
 ## run: install if needed, then the demo `dbt build` (seeds, models, tests) on embedded Spark
 run: install check-java
 	$(DBT) build $(DBT_ARGS)
 
 ## test: install if needed, then the whole suite (pytest: unit, dbt functional, peer suite, demo build)
+## on TEST_WORKERS workers (tests/scheduling.py), randomised tests on their fixed CI samples; the slowest 25 tests are listed
+TEST_WORKERS ?= 2
+TEST_ARGS := -n $(TEST_WORKERS) --durations=25
 test: install check-java
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(TEST_ARGS)
+
+## test-long: the suite with the randomised tests' long sweep: more rounds, fresh seeds from
+## DBT_MERGE_TEST_SEED (drawn here; set it to replay a failing seed); run before a release
+test-long: export DBT_MERGE_TEST_PROFILE := long
+test-long: export DBT_MERGE_TEST_SEED ?= $(shell od -An -N3 -tu4 /dev/urandom | tr -d ' ')
+test-long: install check-java
+	@echo "test-long: DBT_MERGE_TEST_SEED=$$DBT_MERGE_TEST_SEED"
+	$(BIN)/python -m pytest $(TEST_ARGS)
 
 ## docs: dbt docs generate for the local target
 docs: install check-java

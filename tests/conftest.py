@@ -17,7 +17,11 @@ import pytest
 
 from dbt.adapters.spark_session import session as sessions
 
-pytest_plugins = ["dbt.tests.fixtures.project"]
+pytest_plugins = [
+    "dbt.tests.fixtures.project",
+    "tests.scheduling",  # how workers share the suite
+    "tests.dbt_calls",  # what dbt commands and their parses cost
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_DIR = Path(tempfile.mkdtemp(prefix="dbt_merge_tests_"))

@@ -15,6 +15,7 @@ from dbt_merge.entity_merge import closure, closure_memory
 from dbt_merge.entity_merge.closure import ClosureError, ClosureStats, connected_components
 from dbt_merge.entity_merge.closure_memory import DriverMemory
 from dbt_merge.entity_merge.components import entity_components
+from tests import sampling
 
 # each method forced: the driver, the distributed (which closes graphs this small in
 # one task) and the distributed one's rounds to the end (no task closes the rest)
@@ -80,7 +81,7 @@ def test_small_graphs(spark, method, why, edges):
 
 
 @pytest.mark.parametrize("method", list(METHODS))
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", sampling.seeds([1, 2, 3]))
 def test_random_graphs_match_union_find(spark, method, seed):
     rng = random.Random(seed)
     n = 400
@@ -233,7 +234,7 @@ def _bench_baselines():
     return module
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", sampling.seeds([1, 2]))
 def test_the_benchmarks_large_star_small_star_baseline_matches_union_find(spark, seed):
     rng = random.Random(seed)
     edges = [(f"n{rng.randrange(300)}", f"n{rng.randrange(300)}") for _ in range(250)]

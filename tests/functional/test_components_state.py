@@ -17,6 +17,7 @@ from dbt_merge.entity_merge.closure import ClosureError, ClosureStats
 from dbt_merge.entity_merge.closure_memory import DriverMemory, state_fits
 from dbt_merge.entity_merge.components import STATE_IN_DRIVER_ENV, entity_components
 from dbt_merge.entity_merge.state import PREVIOUS_COMPONENT, READ_AT, STORED, WHOLE
+from tests import sampling
 from tests.functional.test_closure import reference_components
 
 SCHEMA = "components_state_test"
@@ -90,7 +91,7 @@ def schema(spark):
     spark.sql(f"drop schema if exists {SCHEMA} cascade")
 
 
-@pytest.mark.parametrize("seed", [3])
+@pytest.mark.parametrize("seed", sampling.seeds([3]))
 def test_the_state_in_the_driver_writes_what_the_hops_in_spark_write(spark, schema, seed):
     graph = Graph(seed)
     graph.change(batch=1, count=30)

@@ -24,6 +24,7 @@ import re
 import pytest
 from dbt.tests.util import run_dbt
 
+from tests import sampling
 from tests.functional import test_entity_merge_following as following
 from tests.functional.entity_merge_fixtures import expire_all_but_current
 from tests.functional.test_entity_merge import sql_recorder
@@ -116,7 +117,9 @@ class TestUpsertEvents(Following):
     def test_the_upserts_events_say_what_changed(self, project, spark):
         schema = project.test_schema
         run_dbt(["deps"])
-        deliveries = UpsertDeliveries(seed=33)
+        seed = sampling.seed(33)
+        print(f"random deliveries: {sampling.described(seed)}")
+        deliveries = UpsertDeliveries(seed=seed)
         queries: list[str] = []
         last_updated: dict = {}
         hashed_a = f"from {schema}.raw_a version as of"
@@ -127,7 +130,7 @@ class TestUpsertEvents(Following):
         steps = [("the first run", self.run(spark, schema, deliveries, queries))]
         self.check(spark, schema, "the first run", last_updated)
         prior = Rebuilding.batches(spark, schema, deliveries)
-        for number in range(6):
+        for number in range(sampling.rounds(6, 15)):
             deliveries.random_delivery()
             deliveries.insert("a")  # a changes in every delivery
             step = f"random delivery {number}"

@@ -25,11 +25,13 @@ import json
 import os
 import random
 import re
+from collections import Counter
 
 import pytest
 from dbt.tests.util import run_dbt
 
 from dbt_merge.entity_merge.components import REBUILD_SHARE_ENV
+from tests import sampling
 from tests.conftest import dbt_env
 from tests.functional.entity_merge_fixtures import NEVER, InstallsDbtMerge, merge_vars
 from tests.functional.test_entity_merge import sql_recorder
@@ -98,6 +100,8 @@ SCHEMAS = {
 }
 EMAILS = [f"e{i}" for i in range(8)]
 CODES = ["x", "y", "z", "w"]
+# the kinds of change a test's deliveries must show (Deliveries.kinds, Following.kinds)
+KINDS = {"join", "split", "new record", "update", "flag delete", "hard delete"}
 
 
 def declaration(identity: str, strategy: str) -> dict:
@@ -192,6 +196,8 @@ class Deliveries:
         self.random = random.Random(seed)
         self.records: dict[str, dict[str, dict]] = {name: {} for name in DATASETS}
         self.next_id = 0
+        # the changes to records random deliveries made, by kind (KINDS)
+        self.kinds: Counter = Counter()
 
     def new_record(self, dataset: str) -> dict:
         self.next_id += 1
@@ -229,14 +235,18 @@ class Deliveries:
             action = pick.choice(["insert", "insert", "update", "update", "flag", "remove"])
             if action == "insert" or not records:
                 self.insert(dataset)
+                self.kinds["new record"] += 1
                 continue
             record = records[pick.choice(sorted(records))]
             if action == "update":
                 self.refill(dataset, record)
+                self.kinds["update"] += 1
             elif action == "flag" and dataset != "b":
                 record["gone"] = not record["gone"]
+                self.kinds["flag delete" if record["gone"] else "flag undone"] += 1
             else:
                 del records[record["_id"]]
+                self.kinds["hard delete"] += 1
 
     def write(self, spark, schema: str) -> None:
         for name in DATASETS:
@@ -310,6 +320,13 @@ class Following(InstallsDbtMerge):
         }
         return {"vars": variables, "models": {"+file_format": "iceberg"}}
 
+    @pytest.fixture(autouse=True)
+    def changes_seen(self):
+        """What check() saw change between two of its calls: joins and splits of the
+        from-scratch build's live entities (kinds), from their ids (partitions)."""
+        self.kinds: Counter = Counter()
+        self.partitions: dict[str, list[set]] = {}
+
     @pytest.fixture(scope="class", autouse=True)
     def components_never_rebuild(self):
         saved = os.environ.get(REBUILD_SHARE_ENV)
@@ -331,6 +348,7 @@ class Following(InstallsDbtMerge):
             assert {k: v for k, v in follow.items() if k in scratch} == scratch, (
                 f"{step}: f_{combo} differs from the from-scratch build"
             )
+            self.see_joins_and_splits(combo, scratch)
             # every other stored id was retired, $replaced when one of its ids lives on
             # (as an incremental run that compares every entity decides it)
             current_ids = {i for row in scratch.values() for i in row[0]}
@@ -347,6 +365,26 @@ class Following(InstallsDbtMerge):
             assert len(set(updated)) == len(updated), f"{step}: _updated numbers repeat"
             assert max(updated) >= before, f"{step}: _updated went back"
             last_updated[combo] = max(updated)
+
+    def see_joins_and_splits(self, combo: str, scratch: dict) -> None:
+        """Counts in self.kinds the joins (a live entity that holds records of two
+        earlier ones) and splits (an earlier one whose records are in two) since the
+        last check of merge combo's from-scratch build (scratch, as check reads it)."""
+        live = [set(row[0]) for row in scratch.values() if not row[1]]
+        before = self.partitions.get(combo)
+        self.partitions[combo] = live
+        if before is None:
+            return
+        for entity in live:
+            self.kinds["join"] += sum(bool(old & entity) for old in before) > 1
+        for old in before:
+            self.kinds["split"] += sum(bool(old & entity) for entity in live) > 1
+
+    def assert_every_kind_of_change(self, deliveries: Deliveries, seed: int) -> None:
+        """The deliveries of a test showed every kind of change (KINDS)."""
+        seen = self.kinds + deliveries.kinds
+        missing = KINDS - {kind for kind, count in seen.items() if count}
+        assert not missing, f"{sampling.described(seed)}: no {sorted(missing)} in {dict(seen)}"
 
     @staticmethod
     def check_state(spark, schema: str, step: str) -> None:
@@ -464,7 +502,10 @@ class TestFollowingTheChange(Following):
     def test_deliveries_equal_from_scratch_builds(self, project, spark):
         schema = project.test_schema
         run_dbt(["deps"])
-        deliveries = Deliveries(seed=14)
+        # the scripted deliveries draw nothing: the seed is the random deliveries'
+        seed = sampling.seed(14)
+        print(f"random deliveries: {sampling.described(seed)}")
+        deliveries = Deliveries(seed=seed)
         last_updated: dict = {}
         steps = 0
         for step, live in scripted(deliveries):
@@ -502,7 +543,9 @@ class TestFollowingTheChange(Following):
         # successful components runs since the merged models' last run: after one, the
         # merged models read the ids they held from its rows; after more, by time travel
         components_runs = 0
-        for round_number in range(16):
+        # FAILURES, REWRITES, COMPARE_ALL and PLACEHOLDERS are of rounds 0 to 15: later
+        # rounds (the long profile's) follow the change with the placeholders' MERGEs
+        for round_number in range(sampling.rounds(16, 40)):
             deliveries.random_delivery()
             point = FAILURES.get(round_number)
             # from round PLACEHOLDERS on, the state MERGEs list no keys; in odd rounds
@@ -612,6 +655,7 @@ class TestFollowingTheChange(Following):
             steps += 1
         spark.conf.set(THRESHOLD, default_threshold)
         assert steps >= 20, "at least 20 deliveries, 10 of them in runs that died"
+        self.assert_every_kind_of_change(deliveries, seed)
 
     def test_bad_ids_in_a_change_following_run_write_nothing(self, project, spark):
         """A change-following run checks ids on the records that changed (the same scan
@@ -669,7 +713,9 @@ class TestRebuilding(Following):
     def test_rebuilds_equal_from_scratch_builds(self, project, spark):
         schema = project.test_schema
         run_dbt(["deps"])
-        deliveries = Deliveries(seed=21)
+        seed = sampling.seed(21)
+        print(f"random deliveries: {sampling.described(seed)}")
+        deliveries = Deliveries(seed=seed)
         for _ in range(4):
             deliveries.random_delivery()
         queries: list[str] = []

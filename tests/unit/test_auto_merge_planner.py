@@ -17,6 +17,7 @@ from dbt_merge.auto_merge.mergeability import Mergeability, parse_mergeability
 from dbt_merge.auto_merge.planner import plan_auto_merge
 from dbt_merge.auto_merge.ranges import Range
 from dbt_merge.auto_merge.settings import AutoMergeSettings
+from tests import sampling
 from tests.unit.auto_merge_fixtures import LIMIT_100, A, N, T, from_splits, merged_ids, sized
 
 # -- D1 and the SPEC worked example ----------------------------------------------------------
@@ -279,7 +280,7 @@ def test_an_explicit_mergeability_wins_over_the_creator_default():
 # -- every range gets one decision; random tables keep the invariants ------------------------------
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", sampling.seeds(range(40), fresh=400))
 def test_random_tables_keep_the_planner_invariants(seed):
     rng = random.Random(seed)
     count = rng.randint(0, 12)
