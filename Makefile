@@ -13,7 +13,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 # the test suite sets it itself, for the tests that build the demo
 run docs: export DBT_MERGE_DEMO := 1
 
-.PHONY: run test test-long install install-bench check-java docs docs-site bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing bench-seed bench-changelog bench-state-log cluster-up cluster-down databricks-parse lint clean
+.PHONY: run test test-long install install-bench check-java docs docs-site bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing bench-seed bench-changelog bench-state-log cluster-up cluster-down thrift-up thrift-down databricks-parse lint clean
 
 ## run: install if needed, then the demo `dbt build` (seeds, models, tests) on embedded Spark
 run: install check-java
@@ -88,6 +88,14 @@ cluster-up: install check-java
 ## cluster-down: stop the cluster of `make cluster-up` (by its pid files in .cluster/)
 cluster-down:
 	scripts/cluster.sh down
+
+## thrift-up: a Spark Thrift Server on 127.0.0.1:$DBT_MERGE_THRIFT_PORT (10000) for `dbt --target thrift` (scripts/thrift_server.py)
+thrift-up: install check-java
+	$(BIN)/python scripts/thrift_server.py up
+
+## thrift-down: stop the server of `make thrift-up` (its pid file in .thrift/)
+thrift-down:
+	@if [ -x $(BIN)/python ]; then $(BIN)/python scripts/thrift_server.py down; else echo "thrift: not running"; fi
 
 ## databricks-parse: dbt parse of a project installing dbt_merge under dbt-databricks 1.11 with Delta (own venv, no workspace needed)
 databricks-parse:

@@ -40,8 +40,9 @@
 {% macro _entity_merge_dataset_columns(spec, dataset) %}
     {% set id_key = spec.id_column | lower %}
     {% set deleted_key = spec.deleted_column | lower %}
-    {% for column in adapter.get_columns_in_relation(dataset.relation) %}
-        {% do dataset.columns.update({column.name | lower: column.dtype | string}) %}
+    {% set columns = adapter.get_columns_in_relation(dataset.relation) %}
+    {% do dataset.columns.update(dbt_merge._column_types(columns)) %}
+    {% for column in columns %}
         {% do dataset.column_names.update({column.name | lower: column.name}) %}
     {% endfor %}
     {% if dataset.columns | length == 0 %}

@@ -7,9 +7,8 @@
      An upsert without an ordering value cannot be ordered: it fails the run, as Hudi
      fails on a null ordering value. --#}
 {% macro _check_upsert_batch(relation, cfg, batch_columns) %}
-    {% set types = {} %}
-    {% for column in batch_columns %}{% do types.update({column.name | lower: column.dtype | lower}) %}{% endfor %}
-    {% if cfg.delete_column and types[cfg.delete_column | lower] != 'boolean' %}
+    {% set types = dbt_merge._column_types(batch_columns) %}
+    {% if cfg.delete_column and types[cfg.delete_column | lower] | lower != 'boolean' %}
         {% set detected = " (Hudi's delete marker, the delete column because delete_column is not set)" if cfg.delete_column_detected else '' %}
         {% do dbt_merge._upsert_error('delete_column', 'column ' ~ cfg.delete_column ~ detected ~ ' has type ' ~ types[cfg.delete_column | lower] ~ ', expected boolean') %}
     {% endif %}

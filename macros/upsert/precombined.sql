@@ -17,7 +17,7 @@
     {%- if not execute or is_incremental() %}
         {{- return(query) }}
     {%- endif %}
-    {%- set batch_columns = get_column_schema_from_query(query) %}
+    {%- set batch_columns = dbt_merge._query_columns(query) %}
     {%- set columns = batch_columns | map(attribute='name') | list %}
     {%- set cfg = dbt_merge.upsert_config(columns) %}
     {%- do dbt_merge._check_upsert_batch('(' ~ query ~ ') as batch', cfg, batch_columns) %}
