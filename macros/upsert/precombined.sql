@@ -20,6 +20,7 @@
     {%- set batch_columns = dbt_merge._query_columns(query) %}
     {%- set columns = batch_columns | map(attribute='name') | list %}
     {%- set cfg = dbt_merge.upsert_config(columns) %}
+    {%- do dbt_merge._upsert_refuse_steps_after_merge(cfg) %}
     {%- do dbt_merge._check_upsert_batch('(' ~ query ~ ') as batch', cfg, batch_columns) %}
     {{- return(dbt_merge._upsert_first_batch_sql(dbt_merge.get_upsert_precombine_sql(query, cfg, columns), cfg)) }}
 {% endmacro %}

@@ -23,11 +23,8 @@
     {%- set batch_columns = adapter.get_columns_in_relation(batch) %}
     {%- set columns = batch_columns | map(attribute='name') | list %}
     {%- set cfg = dbt_merge.upsert_config(columns) %}
-    {%- if cfg.provenance and not owns_run %}
-        {%- do dbt_merge._upsert_error('provenance', 'provenance events need the spark_session adapter, whose materialization reads the table version after the MERGE; on ' ~ adapter.type() ~ ' set provenance=false') %}
-    {%- endif %}
-    {%- if cfg.inline_compaction and not owns_run %}
-        {%- do dbt_merge._upsert_error('inline_compaction', 'compaction at the end of a run needs the spark_session adapter, whose materialization runs steps after the MERGE; on ' ~ adapter.type() ~ ' remove inline_compaction and schedule dbt_merge.execute_upsert_compaction (or OPTIMIZE)') %}
+    {%- if not owns_run %}
+        {%- do dbt_merge._upsert_refuse_steps_after_merge(cfg) %}
     {%- endif %}
     {%- do dbt_merge._check_upsert_batch(batch, cfg, batch_columns) %}
     {%- set settings = dbt_merge._upsert_table_settings(cfg) %}
@@ -48,4 +45,16 @@
         }) %}
     {%- endif %}
     {{- return(state) }}
+{% endmacro %}
+
+
+{#-- Where an adapter's own flow runs the model (dbt-databricks, dbt-spark), nothing runs
+     after its MERGE: provenance and inline compaction are refused by name. --#}
+{% macro _upsert_refuse_steps_after_merge(cfg) %}
+    {%- if cfg.provenance %}
+        {%- do dbt_merge._upsert_error('provenance', 'provenance events need the spark_session adapter, whose materialization reads the table version after the MERGE; on ' ~ adapter.type() ~ ' set provenance=false') %}
+    {%- endif %}
+    {%- if cfg.inline_compaction %}
+        {%- do dbt_merge._upsert_error('inline_compaction', 'compaction at the end of a run needs the spark_session adapter, whose materialization runs steps after the MERGE; on ' ~ adapter.type() ~ ' remove inline_compaction and schedule dbt_merge.execute_upsert_compaction (or OPTIMIZE)') %}
+    {%- endif %}
 {% endmacro %}

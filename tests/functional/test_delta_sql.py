@@ -318,6 +318,7 @@ EXECUTED = {
         r"(changed as .*count_if\(is_record\)|batch as .*true as `\$drop`)"
     ),
     "_expression_type": r"describe query select",
+    "_query_columns": r"describe query\s+select \* from \S+order_batch",
     "_check_upsert_batch": r"select count_if\(",
     "_check_upsert_table_settings": r"show tblproperties \S+ \('dbt_merge\.upsert'\)",
     "_store_upsert_table_settings": r"alter table \S+ set tblproperties \('dbt_merge\.upsert'",
@@ -330,6 +331,11 @@ PARSED_IN_UPSERT_FILE = (
     "get_upsert_provenance_sql",
 )
 NOT_SQL = {
+    # every family
+    "_column_types": "returns column name -> type (a dict)",
+    "require_python_models": "a pre-hook: renders nothing, or raises a compiler error",
+    "dbt_spark_validate_strategy": "returns a strategy name, or raises (dbt-spark only)",
+    "_upsert_refuse_steps_after_merge": "raises a compiler error",
     # entity merge
     "_entity_merge_settings": "returns the known settings (a dict)",
     "_entity_merge_error": "raises a compiler error",
@@ -477,6 +483,8 @@ STATE_BRANCH = (
     "test_entity_merge_following.py and test_concurrent_writers.py)"
 )
 NOT_ON_DATABRICKS = {
+    "dbt_spark_incremental_sql": "dbt-spark only (dbt-databricks finds "
+    "get_incremental_upsert_sql itself); its upsert SQL is get_upsert_merge_sql's",
     "execute_auto_merge": "Iceberg only: a Delta table fails before anything runs "
     "(test_execute_auto_merge_refuses_delta)",
     "_execute_auto_merge_run": ICEBERG_ONLY,
@@ -674,7 +682,7 @@ def check_executed(queries: list[str], name: str) -> None:
     found = [q for q in queries if re.search(EXECUTED[name], flat(q), re.IGNORECASE)]
     assert found, f"{name} ran no statement matching {EXECUTED[name]!r}"
     for query in found:
-        if name == "_expression_type":
+        if name in ("_expression_type", "_query_columns"):
             # sqlglot (30.x, also read="spark") has no DESCRIBE QUERY, which Databricks
             # and Spark have: parse the query it describes
             query = re.sub(r"(?is)^\s*(/\*.*?\*/)?\s*describe\s+query\s+", "", query)

@@ -130,7 +130,7 @@ class TestUpsertEvents(Following):
         steps = [("the first run", self.run(spark, schema, deliveries, queries))]
         self.check(spark, schema, "the first run", last_updated)
         prior = Rebuilding.batches(spark, schema, deliveries)
-        for number in range(sampling.rounds(6, 15)):
+        for number in range(sampling.rounds(6, 12)):
             deliveries.random_delivery()
             deliveries.insert("a")  # a changes in every delivery
             step = f"random delivery {number}"

@@ -545,7 +545,7 @@ class TestFollowingTheChange(Following):
         components_runs = 0
         # FAILURES, REWRITES, COMPARE_ALL and PLACEHOLDERS are of rounds 0 to 15: later
         # rounds (the long profile's) follow the change with the placeholders' MERGEs
-        for round_number in range(sampling.rounds(16, 40)):
+        for round_number in range(sampling.rounds(16, 28)):
             deliveries.random_delivery()
             point = FAILURES.get(round_number)
             # from round PLACEHOLDERS on, the state MERGEs list no keys; in odd rounds
