@@ -188,7 +188,7 @@ def test_what_cannot_run_over_thrift_is_refused_by_name(project, server):
     (models / "py_model.py").write_text("def model(dbt, session):\n    return session.range(1)\n")
     (models / "py_model.yml").write_text(
         "version: 2\nmodels:\n  - name: py_model\n    config:\n"
-        "      pre_hook: \"{{ dbt_merge.require_python_models() }}\"\n"
+        '      pre_hook: "{{ dbt_merge.require_python_models() }}"\n'
     )
     try:
         result = dbt(project, server, "run", "-s", "ups_event", "ups_provenance", "py_model")
