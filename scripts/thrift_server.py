@@ -117,16 +117,20 @@ def command(s: dict) -> list[str]:
 
 
 def recorded_pid(s: dict, marked: bool = True) -> int | None:
-    """The pid in the pid file if that process runs Spark: with marked, only once it is
-    this folder's server JVM (while it starts, it is spark-submit's shell)."""
+    """The pid in the pid file if that process runs: with marked, only once it is this
+    folder's server JVM; else also while it starts, as spark-submit's shell (Spark in
+    its command line) or in the instant of an exec, when its command line reads empty."""
     try:
         pid = int((s["dir"] / "server.pid").read_text())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except (OSError, ValueError):
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, ValueError, IndexError):
+        return None
+    if state == "Z":
         return None
     if marked:
         return pid if f"{MARKER}{s['dir']}" in cmdline and SERVER_CLASS in cmdline else None
-    return pid if "spark" in cmdline else None
+    return pid if "spark" in cmdline or not cmdline.strip() else None
 
 
 def port_open(s: dict) -> bool:
@@ -160,15 +164,17 @@ def log_tail(s: dict, lines: int = 30) -> str:
 def up() -> None:
     s = settings()
     subprocess.run([str(ROOT / "scripts" / "check_java.sh")], check=True)
-    if recorded_pid(s) and answers(s) is None:
-        say(f"already up on {s['host']}:{s['port']} (pid {recorded_pid(s)})")
+    running = recorded_pid(s, marked=False)  # this folder's server, up or starting
+    if running and answers(s) is None:
+        say(f"already up on {s['host']}:{s['port']} (pid {running})")
         return
-    if recorded_pid(s) is None and port_open(s):
+    if running is None and port_open(s):
         fail(
             f"port {s['port']} on {s['host']} is in use by a process that is not this "
             "server (set DBT_MERGE_THRIFT_PORT to a free port)."
         )
-    if recorded_pid(s) is None:
+    process = None
+    if running is None:
         s["dir"].mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "SPARK_LOCAL_IP": s["host"], "PYSPARK_PYTHON": sys.executable}
         with open(s["dir"] / "server.log", "w") as log:
@@ -186,7 +192,8 @@ def up() -> None:
     deadline = time.monotonic() + s["timeout"]
     delay, reported = 0.5, time.monotonic()
     while True:
-        if recorded_pid(s, marked=False) is None:
+        exited = process.poll() is not None if process else recorded_pid(s, False) is None
+        if exited:
             print(log_tail(s), file=sys.stderr)
             down()
             fail("the server exited while starting (its log above).")

@@ -13,9 +13,7 @@
 --#}
 {% macro dbt_spark_validate_strategy(raw_strategy, file_format) %}
     {%- if raw_strategy == 'upsert' %}
-        {%- if file_format not in ['iceberg', 'delta', 'hudi'] %}
-            {%- do dbt_merge._upsert_error('file_format', "is " ~ file_format ~ ", but incremental_strategy 'upsert' needs MERGE INTO: use iceberg or delta") %}
-        {%- endif %}
+        {%- do dbt_merge._upsert_check_file_format(file_format) %}
         {{- return(raw_strategy) }}
     {%- elif raw_strategy == 'entity_state' %}
         {%- do exceptions.raise_compiler_error("dbt_merge in model " ~ model.name ~ ": incremental_strategy 'entity_state' runs on the spark_session adapter only (it writes the merge's state in steps around its MERGE), not on " ~ adapter.type() ~ ". Materialize the edges as a table (or view) here, or run the model on the spark_session adapter") %}

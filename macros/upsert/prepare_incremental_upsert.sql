@@ -15,8 +15,8 @@
      merge, and provenance is refused. --#}
 {% macro _upsert_prepare(arg_dict, owns_run) %}
     {%- set file_format = arg_dict.get('file_format') %}
-    {%- if owns_run and file_format not in ['iceberg', 'delta', 'hudi'] %}
-        {%- do dbt_merge._upsert_error('file_format', "is " ~ file_format ~ ", but incremental_strategy 'upsert' needs MERGE INTO: use iceberg or delta") %}
+    {%- if owns_run %}
+        {%- do dbt_merge._upsert_check_file_format(file_format) %}
     {%- endif %}
     {%- set batch = arg_dict['temp_relation'] %}
     {%- set target = arg_dict['target_relation'] %}
@@ -56,5 +56,13 @@
     {%- endif %}
     {%- if cfg.inline_compaction %}
         {%- do dbt_merge._upsert_error('inline_compaction', 'compaction at the end of a run needs the spark_session adapter, whose materialization runs steps after the MERGE; on ' ~ adapter.type() ~ ' remove inline_compaction and schedule dbt_merge.execute_upsert_compaction (or OPTIMIZE)') %}
+    {%- endif %}
+{% endmacro %}
+
+
+{#-- The upsert writes with MERGE INTO: its table is Iceberg, Delta or Hudi. --#}
+{% macro _upsert_check_file_format(file_format) %}
+    {%- if file_format not in ['iceberg', 'delta', 'hudi'] %}
+        {%- do dbt_merge._upsert_error('file_format', "is " ~ file_format ~ ", but incremental_strategy 'upsert' needs MERGE INTO: use iceberg or delta") %}
     {%- endif %}
 {% endmacro %}

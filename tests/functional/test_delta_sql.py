@@ -336,6 +336,7 @@ NOT_SQL = {
     "require_python_models": "a pre-hook: renders nothing, or raises a compiler error",
     "dbt_spark_validate_strategy": "returns a strategy name, or raises (dbt-spark only)",
     "_upsert_refuse_steps_after_merge": "raises a compiler error",
+    "_upsert_check_file_format": "raises a compiler error",
     # entity merge
     "_entity_merge_settings": "returns the known settings (a dict)",
     "_entity_merge_error": "raises a compiler error",

@@ -90,14 +90,16 @@ def server(tmp_path_factory):
     the end, and then nothing of it runs."""
     folder = tmp_path_factory.mktemp("thrift")
     env = _env(DBT_MERGE_THRIFT_PORT=str(_free_port()), DBT_MERGE_THRIFT_DIR=str(folder))
-    up = subprocess.run([*SERVER, "up"], env=env, capture_output=True, text=True, timeout=600)
-    assert up.returncode == 0, up.stdout + up.stderr
-    pid = int((folder / "server.pid").read_text())
+    pids = []
     try:
+        up = subprocess.run([*SERVER, "up"], env=env, capture_output=True, text=True, timeout=600)
+        assert up.returncode == 0, up.stdout + up.stderr
+        pids.append(int((folder / "server.pid").read_text()))
         yield env
-    finally:
+    finally:  # also after a failed start
         down = subprocess.run([*SERVER, "down"], env=env, capture_output=True, text=True)
     assert down.returncode == 0, down.stdout + down.stderr
+    (pid,) = pids
     assert not (folder / "server.pid").exists(), "the pid file is left"
     assert not Path(f"/proc/{pid}").exists(), "the server's JVM still runs"
     status = subprocess.run([*SERVER, "status"], env=env, capture_output=True, text=True)
