@@ -817,12 +817,22 @@ class TestUpsertAsCustomStrategy(TableType, InstallsDbtMerge):
         assert table(spark, schema, "event_time") == before, "the mode lock holds here too"
 
     def test_provenance_needs_the_materialization(self, project, spark):
-        run_with_env(["run", "--select", "batch", "audited"], {"batch": 1})
+        """Refused by name on the first run (the adapter's CREATE TABLE AS of
+        precombined()), which writes nothing, and on an incremental run."""
+        schema = project.test_schema
+        refused = "dbt_merge upsert in model audited, config 'provenance'"
+        run_with_env(["run", "--select", "batch"], {"batch": 1})
+        _, output = run_with_env(
+            ["run", "--select", "audited"], {"batch": 1}, capture=True, expect_pass=False
+        )
+        assert refused in " ".join(output.split())
+        assert not spark.catalog.tableExists(f"{schema}.audited"), "the first run wrote"
+        # a table that exists already: the incremental run is refused as well
+        spark.sql(f"create table {schema}.audited using iceberg as select * from {schema}.batch")
         _, output = run_with_env(
             ["run", "--select", "audited"], {"batch": 2}, capture=True, expect_pass=False
         )
-        text = " ".join(output.split())
-        assert "dbt_merge upsert in model audited, config 'provenance'" in text
+        assert refused in " ".join(output.split())
 
 
 class TestUpsertAsCustomStrategyMergeOnRead(TestUpsertAsCustomStrategy):
