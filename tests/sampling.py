@@ -39,8 +39,10 @@ def seeds(ci: Iterable[int], fresh: int = 2) -> list[int]:
 
 def seed(ci: int) -> int:
     """The seed of a test that runs one random sequence: ci, or the long run's first
-    fresh seed."""
-    return FRESH_SEED if LONG else ci
+    fresh seed. Printed, so that a failure's captured output names it."""
+    value = FRESH_SEED if LONG else ci
+    print(f"random sequence: {described(value)}")
+    return value
 
 
 def rounds(ci: int, long: int) -> int:

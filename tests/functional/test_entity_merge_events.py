@@ -118,7 +118,6 @@ class TestUpsertEvents(Following):
         schema = project.test_schema
         run_dbt(["deps"])
         seed = sampling.seed(33)
-        print(f"random deliveries: {sampling.described(seed)}")
         deliveries = UpsertDeliveries(seed=seed)
         queries: list[str] = []
         last_updated: dict = {}

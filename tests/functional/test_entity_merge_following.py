@@ -504,7 +504,6 @@ class TestFollowingTheChange(Following):
         run_dbt(["deps"])
         # the scripted deliveries draw nothing: the seed is the random deliveries'
         seed = sampling.seed(14)
-        print(f"random deliveries: {sampling.described(seed)}")
         deliveries = Deliveries(seed=seed)
         last_updated: dict = {}
         steps = 0
@@ -714,7 +713,6 @@ class TestRebuilding(Following):
         schema = project.test_schema
         run_dbt(["deps"])
         seed = sampling.seed(21)
-        print(f"random deliveries: {sampling.described(seed)}")
         deliveries = Deliveries(seed=seed)
         for _ in range(4):
             deliveries.random_delivery()
