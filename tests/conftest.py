@@ -33,6 +33,13 @@ SPARK_SETTINGS = {
     "spark.default.parallelism": "2",
     "spark.driver.memory": "2g",
     "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
+    # The session's JVM compiles with C1 alone, in a code cache large enough for it.
+    # Spark generates classes for every query, and with C2 the compiler threads were
+    # about half of the JVM's CPU: test_entity_merge.py's JVM took 214-258 CPU-s with
+    # the defaults and 125-149 with these (the same wall time alone; with two workers
+    # sharing two cores, CPU is what counts). C1 alone with its default 48 MB cache
+    # fills it and stops compiling now and then: 229 CPU-s.
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m",
 }
 
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")

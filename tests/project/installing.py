@@ -11,8 +11,8 @@ from tests.conftest import ROOT
 
 # The JVM of a short dbt process a test starts (a few statements on a handful of rows):
 # the C1 compiler alone and the serial collector. Measured on this 2-core machine, a
-# process's start and first statements take about a fifth less; the shared session of
-# the test run keeps the defaults (there C2's code pays back).
+# process's start and first statements take about a fifth less (the shared session of
+# the test run compiles with C1 alone too, tests/conftest.py).
 SHORT_JVM = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 
 
