@@ -209,6 +209,28 @@ RENDERING = {
         }} -%}}
         {{% if execute %}}{{{{ dbt_merge.get_incremental_upsert_sql(arg_dict) }}}}{{% endif %}}
     """,
+    # the SQL closure (materialized='entity_components'): the statements of its rounds
+    "closure_sql.sql": """
+        {{ config(materialized='view') }}
+        {%- set edges = 'select * from ' ~ ref('people_edges') -%}
+        {%- if execute -%}
+        {%- set columns = ['src', 'dst', 'fingerprint', '_batch', 'declaration'] -%}
+        {%- set scratch = dbt_merge._entity_closure_scratch(this, {}) -%}
+        {{ dbt_merge._entity_closure_create_sql(
+            scratch.nodes, dbt_merge._entity_closure_nodes_sql(edges, columns, true)) }};
+        {{ dbt_merge._entity_closure_create_sql(
+            scratch.edges_0, dbt_merge._entity_closure_edges_sql(edges, columns, true)) }};
+        {{ dbt_merge._entity_closure_stars_sql(scratch.edges_0) }};
+        {{ dbt_merge._entity_closure_create_sql(
+            scratch.large, dbt_merge._entity_closure_large_star_sql(scratch.edges_0)) }};
+        {{ dbt_merge._entity_closure_create_sql(
+            scratch.edges_1, dbt_merge._entity_closure_small_star_sql(scratch.large)) }};
+        {{ dbt_merge._entity_closure_labels_sql(
+            columns, scratch, {'edges': scratch.edges_1, 'rounds': 1, 'batch': 7}) }};
+        {{ dbt_merge._entity_closure_labels_sql(
+            ['src', 'dst'], scratch, {'edges': scratch.edges_1, 'rounds': 1, 'batch': none}) }}
+        {%- endif %}
+    """,
     # auto-merge: what does not depend on the table format
     "auto_merge_sql.sql": """
         {{ config(materialized='view') }}
@@ -294,6 +316,15 @@ RENDERED = {
     "_upsert_first_batch_sql": "orders_first",
     "get_incremental_upsert_sql": "orders_merge",
     "_auto_merge_merges_sql": "auto_merge_sql",
+    "_entity_closure_create_sql": "closure_sql",
+    "_entity_closure_nodes_sql": "closure_sql",
+    "_entity_closure_edges_sql": "closure_sql",
+    "_entity_closure_pairs_sql": "closure_sql",
+    "_entity_closure_id": "closure_sql",
+    "_entity_closure_stars_sql": "closure_sql",
+    "_entity_closure_large_star_sql": "closure_sql",
+    "_entity_closure_small_star_sql": "closure_sql",
+    "_entity_closure_labels_sql": "closure_sql",
     "get_create_auto_merge_provenance_sql": "auto_merge_sql",
     "_auto_merge_event_sql": "auto_merge_sql",
 }
@@ -339,6 +370,16 @@ NOT_SQL = {
     "_upsert_check_file_format": "raises a compiler error",
     # entity merge
     "_entity_merge_settings": "returns the known settings (a dict)",
+    "materialization_entity_components_spark": "runs the statements of the closure's "
+    "_entity_closure_*_sql macros (closure_sql), drop table if exists, and dbt's "
+    "create_table_as with the labels' query",
+    "_entity_closure_rounds": "runs the closure's statements (closure_sql) and the stars "
+    "query; returns the last edges table",
+    "_entity_closure_create": "runs _entity_closure_create_sql's statement",
+    "_entity_closure_settings": "returns the checked configs, or raises",
+    "_entity_closure_error": "raises a compiler error",
+    "_entity_closure_columns": "returns column names (its describe query is _query_columns')",
+    "_entity_closure_scratch": "returns relations (a dict)",
     "_entity_merge_error": "raises a compiler error",
     "_entity_state_filter_limit": "returns a number (the most keys a state MERGE lists)",
     "_entity_state_broadcast_limit": "returns a number (the most rows of a batch written "

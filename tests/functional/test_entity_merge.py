@@ -19,6 +19,15 @@ SESAM_MERGE = {
     "strategy": "default",
 }
 
+# SPEC §1 'The Sesam example': `_id`, `$ids`, `$deleted`, `_updated`, `$replaced`, entity
+SESAM_GOLDEN = [
+    ("0|a1|1|b1|2|c1", ["a1", "b1", "c1"], False, 0, False, '{"f1":[1,1],"f2":"x","f3":"X"}'),
+    ("0|a2", ["a2"], False, 1, False, '{"f1":2}'),
+    ("1|b2", ["b2"], False, 2, False, '{"f1":3}'),
+    ("2|c2", ["c2"], True, 3, False, '{"f3":"Y"}'),
+    ("2|c3", ["c3"], True, 4, False, '{"f3":"X"}'),
+]
+
 
 def rows(spark, sql):
     return [tuple(r) for r in spark.sql(sql).collect()]
@@ -106,20 +115,7 @@ class TestSesamExample(InstallsDbtMerge):
             f"select `_id`, `$ids`, `$deleted`, `_updated`, `$replaced`, entity "
             f"from {project.test_schema}.sesam order by `_updated`",
         )
-        assert got == [
-            (
-                "0|a1|1|b1|2|c1",
-                ["a1", "b1", "c1"],
-                False,
-                0,
-                False,
-                '{"f1":[1,1],"f2":"x","f3":"X"}',
-            ),
-            ("0|a2", ["a2"], False, 1, False, '{"f1":2}'),
-            ("1|b2", ["b2"], False, 2, False, '{"f1":3}'),
-            ("2|c2", ["c2"], True, 3, False, '{"f3":"Y"}'),
-            ("2|c3", ["c3"], True, 4, False, '{"f3":"X"}'),
-        ]
+        assert got == SESAM_GOLDEN
         typed = rows(
             spark, f"select f1, f2, f3 from {project.test_schema}.sesam order by `_updated`"
         )

@@ -401,6 +401,7 @@ def test_every_family_has_its_references():
     assert set(TABLES) == {
         "entity_merge",
         "entity_state",
+        "entity_components",
         "dbt_merge.closure.connected_components",
         "upsert",
         "dbt_merge.bin_packing.bin_pack",
@@ -457,6 +458,15 @@ def test_the_entity_state_reference_is_the_configs_the_strategy_reads():
     for name, default in read.items():
         assert default_cell("entity_state", name) == default
         assert f"dbt_merge_{name}" in rows_by_name("entity_state")[name]["default"]
+
+
+def test_the_entity_components_reference_is_the_configs_the_materialization_reads():
+    text = source("macros/entity_merge/entity_components.sql")
+    read = re.findall(r"config\.get\('(\w+)'(?:, (\d+|'\w+'))?\)", text)
+    assert_same_names("entity_components", {name for name, _ in read})
+    for name, default in read:
+        if default:
+            assert default_cell("entity_components", name) == default.strip("'"), name
 
 
 def test_the_upsert_reference_is_the_settings_upsert_config_knows():
