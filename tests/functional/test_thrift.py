@@ -5,13 +5,16 @@ strategy through dbt-spark's two macros (docs/upserts.md) and wraps its selects 
 `dbt_merge.precombined()`. dbt runs as its own process (a Thrift client: no JVM).
 
 Upserts in two batches (event time with a delete column and a delete without an
-ordering value; commit time with Hudi's `_hoodie_is_deleted`; partial updates), a
-changed locked setting, provenance and a Python model refused by name, and nothing left
-running after the server is stopped.
+ordering value; commit time with Hudi's `_hoodie_is_deleted`; partial updates); Sesam's
+entity merge with its components from the SQL closure (`materialized='entity_components'`)
+and its generic tests, the golden records equal to the `spark_session` build's
+(test_entity_merge.py); a changed locked setting, provenance and a Python model refused
+by name, and nothing left running after the server is stopped.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -24,6 +27,13 @@ import yaml
 
 from tests.conftest import DBT, ROOT
 from tests.conftest import process_env as _env
+from tests.functional.test_entity_merge import (
+    SESAM_A,
+    SESAM_B,
+    SESAM_C,
+    SESAM_GOLDEN,
+    SESAM_MERGE,
+)
 
 SERVER = [sys.executable, str(ROOT / "scripts" / "thrift_server.py")]
 SCHEMA = "thrift_consumer"
@@ -70,6 +80,25 @@ MODELS = {
         "select id, v, w, coalesce(ts, 9) as ts",
     ),
     "a_view.sql": "select * from {{ ref('changes') }}",
+    # Sesam's example: edges (a view), components in SQL, golden records
+    "sesam_edges.sql": "{{ dbt_merge.equality_edges('sesam') }}",
+    "sesam_components.sql": (
+        "{{ config(materialized='entity_components') }}\nselect * from {{ ref('sesam_edges') }}"
+    ),
+    "sesam.sql": (
+        "{{ config(materialized='table') }}\n"
+        "{{ dbt_merge.merge_entities('sesam', ref('sesam_components')) }}"
+    ),
+    "sesam.yml": """
+version: 2
+models:
+  - name: sesam
+    data_tests:
+      - dbt_merge.identity_is_deterministic:
+          arguments: {merge: sesam, components: "{{ ref('sesam_components') }}"}
+      - dbt_merge.deleted_entities_not_merged:
+          arguments: {merge: sesam, components: "{{ ref('sesam_components') }}"}
+""",
 }
 EXPECTED = {
     "ups_event": {(1, "b", "y", 2), (3, "e", None, 5), (4, "f", "q", 1)},
@@ -117,7 +146,15 @@ def project(server, tmp_path_factory) -> Path:
         "config-version": 2,
         "profile": "consumer",
         "models": {"consumer": {"+file_format": "iceberg"}},
-        "seeds": {"consumer": {"+file_format": "iceberg", "+column_types": {"w": "string"}}},
+        "seeds": {
+            "consumer": {
+                "+file_format": "iceberg",
+                "+column_types": {"w": "string"},
+                # Iceberg reserves the column name _deleted (see test_entity_merge.py)
+                "sesam_c": {"+file_format": "parquet", "+column_types": {"_deleted": "boolean"}},
+            }
+        },
+        "vars": {"dbt_merge": {"entity_merges": {"sesam": SESAM_MERGE}}},
         "flags": {"send_anonymous_usage_stats": False},
     }
     (path / "dbt_project.yml").write_text(yaml.safe_dump(project, sort_keys=False))
@@ -129,6 +166,8 @@ def project(server, tmp_path_factory) -> Path:
     (path / "profiles.yml").write_text(yaml.safe_dump(profiles, sort_keys=False))
     (path / "macros" / "dbt_merge_on_dbt_spark.sql").write_text(ROUTING)
     (path / "seeds" / "changes.csv").write_text(CHANGES)
+    for name, text in (("sesam_a", SESAM_A), ("sesam_b", SESAM_B), ("sesam_c", SESAM_C)):
+        (path / "seeds" / f"{name}.csv").write_text(text)
     for name, text in MODELS.items():
         (path / "models" / name).write_text(text)
     assert dbt(path, server, "deps").returncode == 0
@@ -174,6 +213,20 @@ def test_upserts_in_two_batches_over_thrift(project, server):
     # the settings the first incremental run adopted are the table's lock
     (settings,) = rows(server, f"show tblproperties {SCHEMA}.ups_event ('dbt_merge.upsert')")
     assert '"precombine_key": ["ts"]' in settings[1], settings
+
+
+def test_an_entity_merge_with_the_sql_closure_over_thrift(project, server):
+    """The first build (previous test) built Sesam's merge and ran its generic tests;
+    the golden records are the spark_session build's, and no scratch table is left."""
+    stored = rows(
+        server,
+        f"select `_id`, `$ids`, `$deleted`, `_updated`, `$replaced`, entity from {SCHEMA}.sesam",
+    )
+    # PyHive returns arrays as JSON text
+    golden = {(i, json.dumps(ids, separators=(",", ":")), *rest) for i, ids, *rest in SESAM_GOLDEN}
+    assert stored == golden
+    tables = rows(server, f"show tables in {SCHEMA}")
+    assert not [t for t in tables if "__dbt_merge_closure_" in t[1]], tables
 
 
 def test_what_cannot_run_over_thrift_is_refused_by_name(project, server):
