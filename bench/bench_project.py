@@ -95,11 +95,11 @@ class BenchProject:
             + EVENT_LOG
         )
 
-    def dbt(self, *args: str):
+    def dbt(self, *args: str, callbacks: list | None = None):
         from dbt.cli.main import dbtRunner
 
         common = ["--project-dir", str(self.path), "--profiles-dir", str(self.path)]
-        result = dbtRunner().invoke([*args, *common])
+        result = dbtRunner(callbacks=callbacks or []).invoke([*args, *common])
         if not result.success:
             raise SystemExit(f"dbt {' '.join(args)} failed: {result.exception}")
         return result

@@ -11,6 +11,9 @@ for the methods of --methods:
   driver       - the driver method forced (max_driver_edges large)
   distributed  - the distributed method forced (max_driver_edges=0)
   rounds       - the distributed method's rounds to the end (max_task_edges=0 too)
+  sql          - the SQL closure, materialized='entity_components' (large-star/small-star
+                 rounds in SQL statements), run by dbt in this process on the edges
+                 written to a table first (not timed); its seconds are the dbt command's
   lss          - large-star/small-star, the loop of GraphFrames and Splink (baselines.py)
   naive        - min-label propagation, one round per hop (baselines.py)
 The two baselines are capped in time ("did not finish" when the cap is hit). Each row
@@ -19,7 +22,7 @@ when they agree); after each shape, the ratios.
 
 Usage:
   .venv/bin/python bench/closure_bench.py --sizes 1000000,3000000
-      [--shapes random,chain,chains,stars] [--methods default,distributed,lss,naive]
+      [--shapes random,chain,chains,stars] [--methods default,distributed,sql,lss,naive]
       [--baseline-cap 600] [--lss-cap 600] [--no-baseline] [--json bench/out/closure.json]
   (--distributed, kept for bench/sweep.py, adds the forced distributed method)
 """
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import shutil
 import sys
 import time
@@ -41,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from baselines import large_star_small_star, naive_min_label  # noqa: E402
+from bench_project import BenchProject  # noqa: E402
 from spark_metrics import ShuffleMeter  # noqa: E402
 
 from dbt.adapters.spark_session import session as sessions  # noqa: E402
@@ -48,7 +53,7 @@ from dbt_merge.core.spark import materialize  # noqa: E402
 from dbt_merge.entity_merge.closure import ClosureStats, connected_components  # noqa: E402
 
 SHAPES = ("random", "chain", "chains", "stars")
-METHODS = ("default", "driver", "distributed", "rounds", "lss", "naive")
+METHODS = ("default", "driver", "distributed", "rounds", "sql", "lss", "naive")
 DEFAULT_METHODS = "default,distributed,lss,naive"
 BASELINES = {"lss": "large-star/small-star", "naive": "naive"}
 STARS = 4
@@ -109,6 +114,42 @@ def run_closure(spark, edges, shape, size, label, options) -> dict:
     )
 
 
+def sql_project() -> BenchProject:
+    """A project whose model cc_sql is the SQL closure of bench.closure_input."""
+    project = BenchProject("closure_sql", "bench")
+    model = (
+        "{{ config(materialized='entity_components', file_format='iceberg') }}\n"
+        "select src, dst from bench.closure_input"
+    )
+    project.write({"cc_sql.sql": model})
+    project.dbt("deps")
+    return project
+
+
+def run_sql(spark, project, edges, shape, size) -> dict:
+    edges.writeTo("bench.closure_input").using("iceberg").createOrReplace()
+    rounds = []
+
+    def record(event) -> None:
+        found = re.search(r"cc_sql: closure round (\d+)", getattr(event.info, "msg", "") or "")
+        if found:
+            rounds.append(int(found.group(1)))
+
+    meter, started = ShuffleMeter(), time.monotonic()
+    project.dbt("run", "-s", "cc_sql", callbacks=[record])
+    seconds = time.monotonic() - started
+    components = spark.table("bench.cc_sql").select("component").distinct().count()
+    return dict(
+        shape=shape,
+        edges=size,
+        method="sql",
+        seconds=round(seconds, 1),
+        rounds=max(rounds, default=0),
+        components=components,
+        shuffle_bytes=meter.shuffle_bytes(),
+    )
+
+
 def run_baseline(spark, edges, shape, size, label, cap) -> dict:
     meter, started = ShuffleMeter(), time.monotonic()
     run = large_star_small_star if label == "lss" else naive_min_label
@@ -140,6 +181,11 @@ def ratios(rows: list[dict]) -> str:
         parts.append(f"distributed/driver {dist['seconds'] / driver['seconds']:.2f}")
     if by.get("rounds") and dist:
         parts.append(f"rounds/distributed {by['rounds']['seconds'] / dist['seconds']:.2f}")
+    sql, lss = by.get("sql"), by.get("large-star/small-star")
+    if sql and lss and lss.get("finished", True):
+        parts.append(f"sql/lss {sql['seconds'] / lss['seconds']:.2f}")
+    if sql and dist:
+        parts.append(f"sql/distributed {sql['seconds'] / dist['seconds']:.2f}")
     for name, short in (("large-star/small-star", "lss"), ("naive", "naive")):
         row = by.get(name)
         if row and dist:
@@ -195,6 +241,7 @@ def main() -> int:
         f"{'shape':7} {'edges':>9} {'method':28} {'seconds':>8} {'rounds':>6} "
         f"{'shuffle MB':>10} {'components':>10}"
     )
+    project = sql_project() if "sql" in methods else None
     results = []
     for size in [int(s) for s in args.sizes.split(",")]:
         for shape in args.shapes.split(","):
@@ -209,6 +256,9 @@ def main() -> int:
                     shown = f"{row['seconds']:.1f}"
                     if not row["finished"]:
                         shown = f"DNF>{cap:.0f}"
+                elif label == "sql":
+                    row = run_sql(spark, project, edges, shape, size)
+                    shown = f"{row['seconds']:.1f}"
                 else:
                     row = run_closure(spark, edges, shape, size, label, FORCE[label])
                     shown = f"{row['seconds']:.1f}"

@@ -100,6 +100,27 @@
 {% endmacro %}
 
 
+{#-- Writes a round's step into scratch table step: created the first time (steps
+     lists those created), overwritten after (no table is created or dropped per
+     round). --#}
+{% macro _entity_closure_write(scratch, step, sql, steps) %}
+    {%- if step in steps %}
+        {%- call statement('closure_' ~ step) -%}
+            {{ dbt_merge._entity_closure_overwrite_sql(scratch[step], sql) }}
+        {%- endcall -%}
+    {%- else %}
+        {%- do dbt_merge._entity_closure_create(scratch[step], sql) %}
+        {%- do steps.append(step) %}
+    {%- endif %}
+{% endmacro %}
+
+
+{% macro _entity_closure_overwrite_sql(relation, sql) %}
+    insert overwrite table {{ relation }}
+    {{ sql }}
+{% endmacro %}
+
+
 {% macro _entity_closure_create(relation, sql) %}
     {%- call statement('closure_' ~ relation.identifier) -%}
         {{ dbt_merge._entity_closure_create_sql(relation, sql) }}
@@ -130,29 +151,35 @@
         {%- endif %}
     {%- endif %}
     {%- do dbt_merge._entity_closure_create(scratch.edges_0, dbt_merge._entity_closure_edges_sql(sql, columns, hashed)) %}
-    {%- set state = namespace(edges=scratch.edges_0, done=false, rounds=0) -%}
-    {%- for round in range(settings.max_rounds + 1) %}
+    {#-- every round writes the large-star step and the small-star step over the table
+         of the round before, and compares the edges' checksum (count, xor of the
+         edges' hashes) with the previous round's: once a round changes nothing, the
+         stars query confirms (a graph without edges has no round) --#}
+    {%- set found = run_query(dbt_merge._entity_closure_checksum_sql(scratch.edges_0)).rows[0] -%}
+    {%- set state = namespace(edges=scratch.edges_0, rounds=0, created=['edges_0'], done=found[0] == 0, checksum=[found[0], found[1]]) -%}
+    {{ log('dbt_merge: ' ~ model.name ~ ': closure round 0, ' ~ found[0] ~ ' edges' ~ (', stars' if state.done else ''), info=True) }}
+    {%- for round in range(1, settings.max_rounds + 2) %}
         {%- if not state.done %}
-            {%- set found = run_query(dbt_merge._entity_closure_stars_sql(state.edges)).rows[0] -%}
-            {%- set state.done = found[0] == found[1] and found[2] == 0 -%}
-            {{ log('dbt_merge: ' ~ model.name ~ ': closure round ' ~ round ~ ', ' ~ found[0] ~ ' edges' ~ (', stars' if state.done else ''), info=True) }}
-            {%- if not state.done %}
-                {%- if round == settings.max_rounds %}
-                    {%- set largest = run_query('select count(*) + 1 from ' ~ state.edges ~ ' group by b order by 1 desc limit 1').rows[0][0] -%}
-                    {%- for relation in scratch.values() %}
-                        {%- do adapter.drop_relation(relation) %}
-                    {%- endfor %}
-                    {%- do dbt_merge._entity_closure_error('max_rounds', 'the closure did not converge in ' ~ round ~ ' rounds (max_rounds ' ~ settings.max_rounds ~ '); ' ~ found[0] ~ ' edges were left, the largest component so far has ' ~ largest ~ ' nodes; raise max_rounds') %}
-                {%- endif %}
-                {%- do dbt_merge._failpoint('entity_components.round') %}
-                {%- set next = scratch['edges_' ~ ((round + 1) % 2)] -%}
-                {%- do dbt_merge._entity_closure_create(scratch.large, dbt_merge._entity_closure_large_star_sql(state.edges)) %}
-                {%- do adapter.drop_relation(state.edges) %}
-                {%- do dbt_merge._entity_closure_create(next, dbt_merge._entity_closure_small_star_sql(scratch.large)) %}
-                {%- do adapter.drop_relation(scratch.large) %}
-                {%- set state.edges = next -%}
-                {%- set state.rounds = round + 1 -%}
+            {%- if round > settings.max_rounds %}
+                {%- set largest = run_query('select count(*) + 1 from ' ~ state.edges ~ ' group by b order by 1 desc limit 1').rows[0][0] -%}
+                {%- for relation in scratch.values() %}
+                    {%- do adapter.drop_relation(relation) %}
+                {%- endfor %}
+                {%- do dbt_merge._entity_closure_error('max_rounds', 'the closure did not converge in ' ~ settings.max_rounds ~ ' rounds (max_rounds ' ~ settings.max_rounds ~ '); ' ~ state.checksum[0] ~ ' edges were left, the largest component so far has ' ~ largest ~ ' nodes; raise max_rounds') %}
             {%- endif %}
+            {%- do dbt_merge._failpoint('entity_components.round') %}
+            {%- set step = 'edges_' ~ (round % 2) -%}
+            {%- do dbt_merge._entity_closure_write(scratch, 'large', dbt_merge._entity_closure_large_star_sql(state.edges), state.created) %}
+            {%- do dbt_merge._entity_closure_write(scratch, step, dbt_merge._entity_closure_small_star_sql(scratch.large), state.created) %}
+            {%- set state.edges = scratch[step] -%}
+            {%- set state.rounds = round -%}
+            {%- set found = run_query(dbt_merge._entity_closure_checksum_sql(state.edges)).rows[0] -%}
+            {%- if [found[0], found[1]] == state.checksum %}
+                {%- set stars = run_query(dbt_merge._entity_closure_stars_sql(state.edges)).rows[0] -%}
+                {%- set state.done = stars[0] == stars[1] and stars[2] == 0 -%}
+            {%- endif %}
+            {%- set state.checksum = [found[0], found[1]] -%}
+            {{ log('dbt_merge: ' ~ model.name ~ ': closure round ' ~ round ~ ', ' ~ found[0] ~ ' edges' ~ (', stars' if state.done else ''), info=True) }}
         {%- endif %}
     {%- endfor %}
     {#-- the batch of every row: the edges' last one, as the Python model's full build --#}
@@ -220,6 +247,13 @@
 {% endmacro %}
 
 
+{#-- The edges' count and checksum (the xor of their hashes): a round that changes
+     nothing leaves both as they were. --#}
+{% macro _entity_closure_checksum_sql(edges) %}
+    select count(*) as edges, bit_xor(xxhash64(a, b)) as checksum from {{ edges }}
+{% endmacro %}
+
+
 {#-- Whether edges (a > b) are stars: as many edges as distinct a, and no b that is
      an a. One query: edges, distinct a, chained edges. --#}
 {% macro _entity_closure_stars_sql(edges) %}
@@ -256,14 +290,17 @@
 {% macro _entity_closure_small_star_sql(edges) %}
     with smallest as (
         select a as u, min(b) as m from {{ edges }} group by a
+    ),
+
+    moved as (
+        select edges.b as a, smallest.m as b
+        from {{ edges }} as edges
+        inner join smallest on edges.a = smallest.u
+        union all
+        select u as a, m as b from smallest
     )
 
-    select distinct edges.b as a, smallest.m as b
-    from {{ edges }} as edges
-    inner join smallest on edges.a = smallest.u
-    where edges.b != smallest.m
-    union
-    select u as a, m as b from smallest
+    select distinct a, b from moved where a != b
 {% endmacro %}
 
 

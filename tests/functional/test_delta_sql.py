@@ -220,11 +220,14 @@ RENDERING = {
             scratch.nodes, dbt_merge._entity_closure_nodes_sql(edges, columns, true)) }};
         {{ dbt_merge._entity_closure_create_sql(
             scratch.edges_0, dbt_merge._entity_closure_edges_sql(edges, columns, true)) }};
+        {{ dbt_merge._entity_closure_checksum_sql(scratch.edges_0) }};
         {{ dbt_merge._entity_closure_stars_sql(scratch.edges_0) }};
         {{ dbt_merge._entity_closure_create_sql(
             scratch.large, dbt_merge._entity_closure_large_star_sql(scratch.edges_0)) }};
         {{ dbt_merge._entity_closure_create_sql(
             scratch.edges_1, dbt_merge._entity_closure_small_star_sql(scratch.large)) }};
+        {{ dbt_merge._entity_closure_overwrite_sql(
+            scratch.edges_0, dbt_merge._entity_closure_small_star_sql(scratch.large)) }};
         {{ dbt_merge._entity_closure_labels_sql(
             columns, scratch, {'edges': scratch.edges_1, 'rounds': 1, 'batch': 7}) }};
         {{ dbt_merge._entity_closure_labels_sql(
@@ -317,11 +320,13 @@ RENDERED = {
     "get_incremental_upsert_sql": "orders_merge",
     "_auto_merge_merges_sql": "auto_merge_sql",
     "_entity_closure_create_sql": "closure_sql",
+    "_entity_closure_overwrite_sql": "closure_sql",
     "_entity_closure_nodes_sql": "closure_sql",
     "_entity_closure_edges_sql": "closure_sql",
     "_entity_closure_pairs_sql": "closure_sql",
     "_entity_closure_id": "closure_sql",
     "_entity_closure_stars_sql": "closure_sql",
+    "_entity_closure_checksum_sql": "closure_sql",
     "_entity_closure_large_star_sql": "closure_sql",
     "_entity_closure_small_star_sql": "closure_sql",
     "_entity_closure_labels_sql": "closure_sql",
@@ -376,6 +381,8 @@ NOT_SQL = {
     "_entity_closure_rounds": "runs the closure's statements (closure_sql) and the stars "
     "query; returns the last edges table",
     "_entity_closure_create": "runs _entity_closure_create_sql's statement",
+    "_entity_closure_write": "runs _entity_closure_create_sql's or "
+    "_entity_closure_overwrite_sql's statement",
     "_entity_closure_settings": "returns the checked configs, or raises",
     "_entity_closure_error": "raises a compiler error",
     "_entity_closure_columns": "returns column names (its describe query is _query_columns')",
