@@ -19,7 +19,7 @@ from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from tests.conftest import dbt_env
 from tests.functional import test_entity_merge as entity_merge
-from tests.functional.entity_merge_fixtures import InstallsDbtMerge, merge_models, merge_vars
+from tests.functional.entity_merge_fixtures import InstallsDbtMerge, merge_models
 from tests.functional.test_entity_merge import (
     SESAM_A,
     SESAM_B,
@@ -27,6 +27,7 @@ from tests.functional.test_entity_merge import (
     SESAM_MERGE,
     STRATEGY_MODELS,
     rows,
+    sesam_config,
 )
 
 # the merges whose components are built both ways
@@ -137,17 +138,7 @@ class TestSqlClosure(InstallsDbtMerge):
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        return {
-            **merge_vars(**MERGES),
-            "seeds": {
-                "+file_format": "iceberg",
-                # Iceberg reserves the column name _deleted (see test_entity_merge.py)
-                "test": {
-                    "sesam_c": {"+file_format": "parquet", "+column_types": {"_deleted": "boolean"}}
-                },
-            },
-            "models": {"+file_format": "iceberg"},
-        }
+        return sesam_config(**MERGES)
 
     @pytest.fixture(scope="class")
     def built(self, project):

@@ -29,6 +29,22 @@ SESAM_GOLDEN = [
 ]
 
 
+def sesam_config(**merges: dict) -> dict:
+    """The project config of a test project with Sesam's seeds and the merges given:
+    Iceberg tables, but Iceberg cannot read a data column named _deleted (a reserved
+    metadata column), so the dataset that uses Sesam's default name is parquet."""
+    return {
+        **merge_vars(**merges),
+        "seeds": {
+            "+file_format": "iceberg",
+            "test": {
+                "sesam_c": {"+file_format": "parquet", "+column_types": {"_deleted": "boolean"}}
+            },
+        },
+        "models": {"+file_format": "iceberg"},
+    }
+
+
 def rows(spark, sql):
     return [tuple(r) for r in spark.sql(sql).collect()]
 
@@ -89,18 +105,7 @@ class TestSesamExample(InstallsDbtMerge):
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        return {
-            **merge_vars(sesam=SESAM_MERGE),
-            "seeds": {
-                "+file_format": "iceberg",
-                # Iceberg cannot read a data column named _deleted (a reserved metadata
-                # column), so the dataset that uses Sesam's default name is parquet
-                "test": {
-                    "sesam_c": {"+file_format": "parquet", "+column_types": {"_deleted": "boolean"}}
-                },
-            },
-            "models": {"+file_format": "iceberg"},
-        }
+        return sesam_config(sesam=SESAM_MERGE)
 
     def test_golden_records(self, project, spark):
         run_dbt(["deps"])
