@@ -9,10 +9,12 @@
      in dbt_merge.entity_merge.components): node, component (the smallest node name of
      its component) and, from an edges table with batches, _batch and
      previous_component (null). Large-star/small-star rounds (Kiveris et al. 2014) on
-     64-bit ids of the node names, each round two CREATE TABLE AS statements into
-     scratch tables beside the model and one query that asks whether every component is
-     a star around its smallest id; the last statement writes the model's table, so a
-     run that dies in a round leaves the table of the previous run as it was. --#}
+     64-bit ids of the node names, each round two statements into scratch tables beside
+     the model (CREATE TABLE AS the first time, INSERT OVERWRITE after) and a query of
+     the edges' count and checksum; once a round changes nothing, a query confirms that
+     every component is a star around its smallest id. The last statement writes the
+     model's table, so a run that dies in a round leaves the previous run's table as it
+     was. --#}
 {% materialization entity_components, adapter='spark' %}
     {%- set target_relation = this.incorporate(type='table') -%}
     {%- set old_relation = adapter.get_relation(database=this.database, schema=this.schema, identifier=this.identifier) -%}
