@@ -197,9 +197,15 @@ def rows(env: dict, sql: str) -> set[tuple]:
         connection.close()
 
 
-def test_upserts_in_two_batches_over_thrift(project, server):
-    first = dbt(project, server, "build", batch=1)
-    assert first.returncode == 0, first.stdout[-3000:]
+@pytest.fixture(scope="module")
+def first_build(project, server) -> subprocess.CompletedProcess:
+    """The project's first `dbt build`: seeds, the upserts' first batch, Sesam's merge
+    and its generic tests."""
+    return dbt(project, server, "build", batch=1)
+
+
+def test_upserts_in_two_batches_over_thrift(project, server, first_build):
+    assert first_build.returncode == 0, first_build.stdout[-3000:]
     assert rows(server, f"select id, v, w, ts from {SCHEMA}.ups_event") == {
         (1, "b", "y", 2),
         (2, "c", "z", 1),
@@ -215,9 +221,12 @@ def test_upserts_in_two_batches_over_thrift(project, server):
     assert '"precombine_key": ["ts"]' in settings[1], settings
 
 
-def test_an_entity_merge_with_the_sql_closure_over_thrift(project, server):
-    """The first build (previous test) built Sesam's merge and ran its generic tests;
-    the golden records are the spark_session build's, and no scratch table is left."""
+def test_an_entity_merge_with_the_sql_closure_over_thrift(project, server, first_build):
+    """The first build built Sesam's merge and passed its generic tests; the golden
+    records are the spark_session build's, and no scratch table is left."""
+    assert first_build.returncode == 0, first_build.stdout[-3000:]
+    assert "PASS dbt_merge_identity_is_deterministic_sesam" in first_build.stdout
+    assert "PASS dbt_merge_deleted_entities_not_merged_sesam" in first_build.stdout
     stored = rows(
         server,
         f"select `_id`, `$ids`, `$deleted`, `_updated`, `$replaced`, entity from {SCHEMA}.sesam",
