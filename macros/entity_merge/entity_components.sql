@@ -23,10 +23,8 @@
 
     {{ run_hooks(pre_hooks) }}
 
-    {%- set scratch = dbt_merge._entity_closure_scratch(target_relation, settings) -%}
-    {%- for relation in scratch.values() %}
-        {%- do adapter.drop_relation(relation) %}
-    {%- endfor %}
+    {%- set scratch = dbt_merge._entity_closure_scratch(target_relation) -%}
+    {%- do dbt_merge._entity_closure_drop(scratch) %}
     {%- set closed = dbt_merge._entity_closure_rounds(sql, columns, scratch, settings) -%}
 
     {#-- the model's table, in one statement: create or replace where the table is
@@ -39,9 +37,7 @@
     {%- call statement('main') -%}
         {{ create_table_as(False, target_relation, dbt_merge._entity_closure_labels_sql(columns, scratch, closed)) }}
     {%- endcall -%}
-    {%- for relation in scratch.values() %}
-        {%- do adapter.drop_relation(relation) %}
-    {%- endfor %}
+    {%- do dbt_merge._entity_closure_drop(scratch) %}
 
     {% do persist_docs(target_relation, model) %}
     {{ run_hooks(post_hooks) }}
@@ -93,12 +89,19 @@
 {#-- The scratch tables of a run, beside the model: <model>__dbt_merge_closure_<step>.
      Parquet (Delta where the model is Delta or on Databricks, whose catalogs manage
      Delta tables); a run drops them first (a run that failed left them) and last. --#}
-{% macro _entity_closure_scratch(target_relation, settings) %}
+{% macro _entity_closure_scratch(target_relation) %}
     {%- set tables = {} -%}
     {%- for step in ['nodes', 'edges_0', 'edges_1', 'large'] %}
         {%- do tables.update({step: target_relation.incorporate(path={'identifier': target_relation.identifier ~ '__dbt_merge_closure_' ~ step}, type='table')}) %}
     {%- endfor %}
     {{ return(tables) }}
+{% endmacro %}
+
+
+{% macro _entity_closure_drop(scratch) %}
+    {%- for relation in scratch.values() %}
+        {%- do adapter.drop_relation(relation) %}
+    {%- endfor %}
 {% endmacro %}
 
 
@@ -158,15 +161,13 @@
          edges' hashes) with the previous round's: once a round changes nothing, the
          stars query confirms (a graph without edges has no round) --#}
     {%- set found = run_query(dbt_merge._entity_closure_checksum_sql(scratch.edges_0)).rows[0] -%}
-    {%- set state = namespace(edges=scratch.edges_0, rounds=0, created=['edges_0'], done=found[0] == 0, checksum=[found[0], found[1]]) -%}
+    {%- set state = namespace(edges=scratch.edges_0, created=['edges_0'], done=found[0] == 0, checksum=[found[0], found[1]]) -%}
     {{ log('dbt_merge: ' ~ model.name ~ ': closure round 0, ' ~ found[0] ~ ' edges' ~ (', stars' if state.done else ''), info=True) }}
     {%- for round in range(1, settings.max_rounds + 2) %}
         {%- if not state.done %}
             {%- if round > settings.max_rounds %}
                 {%- set largest = run_query('select count(*) + 1 from ' ~ state.edges ~ ' group by b order by 1 desc limit 1').rows[0][0] -%}
-                {%- for relation in scratch.values() %}
-                    {%- do adapter.drop_relation(relation) %}
-                {%- endfor %}
+                {%- do dbt_merge._entity_closure_drop(scratch) %}
                 {%- do dbt_merge._entity_closure_error('max_rounds', 'the closure did not converge in ' ~ settings.max_rounds ~ ' rounds (max_rounds ' ~ settings.max_rounds ~ '); ' ~ state.checksum[0] ~ ' edges were left, the largest component so far has ' ~ largest ~ ' nodes; raise max_rounds') %}
             {%- endif %}
             {%- do dbt_merge._failpoint('entity_components.round') %}
@@ -174,7 +175,6 @@
             {%- do dbt_merge._entity_closure_write(scratch, 'large', dbt_merge._entity_closure_large_star_sql(state.edges), state.created) %}
             {%- do dbt_merge._entity_closure_write(scratch, step, dbt_merge._entity_closure_small_star_sql(scratch.large), state.created) %}
             {%- set state.edges = scratch[step] -%}
-            {%- set state.rounds = round -%}
             {%- set found = run_query(dbt_merge._entity_closure_checksum_sql(state.edges)).rows[0] -%}
             {%- if [found[0], found[1]] == state.checksum %}
                 {%- set stars = run_query(dbt_merge._entity_closure_stars_sql(state.edges)).rows[0] -%}
@@ -186,7 +186,7 @@
     {%- endfor %}
     {#-- the batch of every row: the edges' last one, as the Python model's full build --#}
     {%- set batch = run_query('select coalesce(max(_batch), 0) from (' ~ sql ~ ') as edges').rows[0][0] if '_batch' in columns else none -%}
-    {{ return({'edges': state.edges, 'rounds': state.rounds, 'batch': batch}) }}
+    {{ return({'edges': state.edges, 'batch': batch}) }}
 {% endmacro %}
 
 
@@ -327,6 +327,6 @@
     {%- endif %}
     from labelled
     {%- if not batched %}
-    where not startswith(node, '=')
+    where {{ dbt_merge._is_entity_node_sql('node') }}
     {%- endif %}
 {% endmacro %}

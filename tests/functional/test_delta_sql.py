@@ -215,7 +215,7 @@ RENDERING = {
         {%- set edges = 'select * from ' ~ ref('people_edges') -%}
         {%- if execute -%}
         {%- set columns = ['src', 'dst', 'fingerprint', '_batch', 'declaration'] -%}
-        {%- set scratch = dbt_merge._entity_closure_scratch(this, {}) -%}
+        {%- set scratch = dbt_merge._entity_closure_scratch(this) -%}
         {{ dbt_merge._entity_closure_create_sql(
             scratch.nodes, dbt_merge._entity_closure_nodes_sql(edges, columns, true)) }};
         {{ dbt_merge._entity_closure_create_sql(
@@ -229,9 +229,9 @@ RENDERING = {
         {{ dbt_merge._entity_closure_overwrite_sql(
             scratch.edges_0, dbt_merge._entity_closure_small_star_sql(scratch.large)) }};
         {{ dbt_merge._entity_closure_labels_sql(
-            columns, scratch, {'edges': scratch.edges_1, 'rounds': 1, 'batch': 7}) }};
+            columns, scratch, {'edges': scratch.edges_1, 'batch': 7}) }};
         {{ dbt_merge._entity_closure_labels_sql(
-            ['src', 'dst'], scratch, {'edges': scratch.edges_1, 'rounds': 1, 'batch': none}) }}
+            ['src', 'dst'], scratch, {'edges': scratch.edges_1, 'batch': none}) }}
         {%- endif %}
     """,
     # auto-merge: what does not depend on the table format
@@ -387,6 +387,7 @@ NOT_SQL = {
     "_entity_closure_error": "raises a compiler error",
     "_entity_closure_columns": "returns column names (its describe query is _query_columns')",
     "_entity_closure_scratch": "returns relations (a dict)",
+    "_entity_closure_drop": "runs dbt's drop_relation for each scratch table",
     "_entity_merge_error": "raises a compiler error",
     "_entity_state_filter_limit": "returns a number (the most keys a state MERGE lists)",
     "_entity_state_broadcast_limit": "returns a number (the most rows of a batch written "
