@@ -4,6 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
+JARS_STAMP := $(VENV)/.installed-jars
 DBT    := $(BIN)/dbt
 DBT_ARGS := --project-dir . --profiles-dir .
 
@@ -101,11 +102,17 @@ thrift-down:
 databricks-parse:
 	PYTHON=$(PYTHON) scripts/databricks_parse.sh
 
-install: $(STAMP)
+install: $(JARS_STAMP)
 
 install-bench: $(BENCH_STAMP)
 
-$(BENCH_STAMP): $(STAMP)
+# the pinned Iceberg and Delta jars (src/dbt/adapters/spark_session/jars.py) from Maven Central
+# (or DBT_MERGE_MAVEN_REPOSITORY) into $(VENV)/share/dbt_merge/jars, once
+$(JARS_STAMP): $(STAMP) src/dbt/adapters/spark_session/jars.py
+	$(BIN)/dbt-merge-jars >/dev/null
+	@touch $(JARS_STAMP)
+
+$(BENCH_STAMP): $(JARS_STAMP)
 	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt \
 	  -e ".[test,bench]" --config-settings editable_mode=compat
 	@touch $(BENCH_STAMP)

@@ -156,3 +156,6 @@ def test_the_wheel_runs_an_upsert_and_a_python_model(tmp_path):
     first, _, second = out.partition(BETWEEN_RUNS)
     assert second, f"the first run failed:\n{first[-3000:]}"
     assert "PASS=6" in second and "ERROR=0" in second, second[-3000:]
+    # no `dbt-merge-jars` was run: the first session fetched Iceberg's jar into the venv
+    fetched = sorted(p.name for p in (venv / "share" / "dbt_merge" / "jars").iterdir())
+    assert fetched == ["iceberg-spark-runtime-3.5_2.12-1.10.2.jar"], fetched

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.spark_session import jars
 from dbt.adapters.spark_session import session as sessions
 from dbt.adapters.spark_session.connections import SparkSessionCredentials
 
@@ -88,9 +89,38 @@ def test_defaults_give_iceberg_on_spark_catalog(tmp_path):
     assert conf[sessions.WAREHOUSE_KEY] == str(tmp_path / "wh")
     assert conf["spark.sql.extensions"] == sessions.ICEBERG_EXTENSIONS
     assert conf["spark.ui.enabled"] == "false"
-    assert conf["spark.jars"].endswith(sessions.ICEBERG_RUNTIME_JAR)
-    assert Path(conf["spark.jars"]).is_file(), "the jar ships in snowpark-connect-deps-iceberg"
+    assert conf["spark.jars"].endswith(jars.ICEBERG.file_name)
+    assert Path(conf["spark.jars"]).is_file(), "make install fetched it from Maven Central"
     assert "log4j2.configurationFile" in conf["spark.driver.extraJavaOptions"]
+
+
+def test_table_format_delta_puts_delta_on_spark_catalog_and_keeps_iceberg(tmp_path):
+    settings = sessions.SessionSettings(
+        warehouse=tmp_path / "wh", log_dir=tmp_path / "logs", table_format="delta"
+    )
+    conf = sessions.resolve_conf(settings)
+    assert conf["spark.sql.catalog.spark_catalog"] == sessions.DELTA_CATALOG
+    assert conf["spark.sql.extensions"].split(",") == [
+        sessions.DELTA_EXTENSIONS,
+        sessions.ICEBERG_EXTENSIONS,
+    ]
+    assert conf["spark.sql.catalog.iceberg"] == sessions.ICEBERG_CATALOG
+    assert conf["spark.sql.catalog.iceberg.warehouse"] == str(tmp_path / "wh" / "iceberg")
+    assert "spark.sql.catalog.spark_catalog.type" not in conf
+    names = sorted(Path(j).name for j in conf["spark.jars"].split(","))
+    assert names == sorted(j.file_name for j in jars.ALL)
+    assert all(Path(j).is_file() for j in conf["spark.jars"].split(","))
+
+
+def test_a_delta_package_of_the_users_own_replaces_both_delta_jars(tmp_path):
+    settings = sessions.SessionSettings(
+        warehouse=tmp_path / "wh",
+        log_dir=tmp_path / "logs",
+        table_format="delta",
+        server_side_parameters={"spark.jars.packages": "io.delta:delta-spark_2.12:3.2.0"},
+    )
+    conf = sessions.resolve_conf(settings)
+    assert [Path(j).name for j in conf["spark.jars"].split(",")] == [jars.ICEBERG.file_name]
 
 
 def test_profile_settings_win_over_defaults(tmp_path):
@@ -158,6 +188,13 @@ def test_only_the_session_method_is_accepted():
         DbtRuntimeError, match="supports only `method: session`, not `method: thrift`"
     ):
         SparkSessionCredentials(method="thrift", schema="s")
+
+
+def test_an_unknown_table_format_is_refused_by_name():
+    with pytest.raises(
+        DbtRuntimeError, match="`table_format` is 'hudi'; it must be one of iceberg, delta"
+    ):
+        SparkSessionCredentials(schema="s", table_format="hudi")
 
 
 def test_relative_paths_resolve_against_the_project(tmp_path):

@@ -36,6 +36,9 @@ class SparkSessionCredentials(SparkCredentials):
     log_dir: str = LOG_DIR_DEFAULT
     # seconds to wait for another process that holds the warehouse (0: fail at once)
     warehouse_wait: int = sessions.WAREHOUSE_WAIT_DEFAULT
+    # what spark_catalog is: "iceberg" (Iceberg's SparkSessionCatalog) or "delta"
+    # (Delta Lake's DeltaCatalog, with Iceberg as the catalog `iceberg`)
+    table_format: str = "iceberg"
 
     def __post_init__(self) -> None:
         if self.method != SparkConnectionMethod.SESSION:
@@ -43,6 +46,11 @@ class SparkSessionCredentials(SparkCredentials):
                 f"The spark_session adapter runs Spark in the dbt process and supports "
                 f"only `method: session`, not `method: {self.method}`. For a Thrift, HTTP "
                 "or ODBC server use `type: spark` (dbt-spark) instead."
+            )
+        if self.table_format not in sessions.TABLE_FORMATS:
+            raise DbtRuntimeError(
+                f"spark_session: the profile's `table_format` is '{self.table_format}'; "
+                f"it must be one of {', '.join(sessions.TABLE_FORMATS)}."
             )
         super().__post_init__()
 
@@ -55,7 +63,7 @@ class SparkSessionCredentials(SparkCredentials):
         return self.warehouse
 
     def _connection_keys(self) -> tuple[str, ...]:
-        return ("method", "schema", "warehouse", "log_dir", "warehouse_wait")
+        return ("method", "schema", "warehouse", "log_dir", "warehouse_wait", "table_format")
 
     def session_settings(self, project_root: str | None) -> sessions.SessionSettings:
         root = Path(project_root) if project_root else Path.cwd()
@@ -64,6 +72,7 @@ class SparkSessionCredentials(SparkCredentials):
             log_dir=_under(root, self.log_dir),
             server_side_parameters=dict(self.server_side_parameters),
             warehouse_wait=self.warehouse_wait,
+            table_format=self.table_format,
         )
 
 

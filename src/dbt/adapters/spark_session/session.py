@@ -36,13 +36,19 @@ from typing import Any
 
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.spark_session import jars
 from dbt_merge.core.sql import string_literal
 
 logger = logging.getLogger(__name__)
 
-ICEBERG_RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 SESSION_CATALOG = "org.apache.iceberg.spark.SparkSessionCatalog"
+ICEBERG_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
+DELTA_EXTENSIONS = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+TABLE_FORMATS = ("iceberg", "delta")
+# with table_format delta, Iceberg stays available as this catalog (`iceberg.<schema>.<table>`)
+DELTA_ICEBERG_CATALOG = "iceberg"
 WAREHOUSE_KEY = "spark.sql.catalog.spark_catalog.warehouse"
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 DRIVER_MEMORY_DEFAULT = "4g"
@@ -61,26 +67,21 @@ class SessionSettings:
             every default below.
         warehouse_wait: seconds to wait for another process that holds the
             warehouse before failing (see ``hold_warehouse``).
+        table_format: what ``spark_catalog`` is: ``iceberg`` (Iceberg's
+            ``SparkSessionCatalog``) or ``delta`` (Delta Lake's ``DeltaCatalog``,
+            with Iceberg in the catalog ``iceberg``).
     """
 
     warehouse: Path
     log_dir: Path
     server_side_parameters: dict[str, str] = field(default_factory=dict)
     warehouse_wait: int = WAREHOUSE_WAIT_DEFAULT
+    table_format: str = "iceberg"
 
 
 def iceberg_runtime_jar() -> str:
-    """Path of the Iceberg Spark runtime jar shipped by snowpark-connect-deps-iceberg."""
-    try:
-        import snowpark_connect_deps_iceberg
-    except ImportError as exc:
-        raise DbtRuntimeError(
-            "spark_session: the Iceberg runtime jar comes from the Python package "
-            "`snowpark-connect-deps-iceberg==1.0.2`, which is not installed. "
-            "Run `make install` (or `pip install snowpark-connect-deps-iceberg==1.0.2`), "
-            "or set `spark.jars`/`spark.jars.packages` in server_side_parameters."
-        ) from exc
-    return str(snowpark_connect_deps_iceberg.get_jar_path(ICEBERG_RUNTIME_JAR))
+    """Path of Iceberg's Spark runtime jar (fetched from Maven Central once: ``jars``)."""
+    return jars.jar_paths([jars.ICEBERG])[0]
 
 
 def default_conf(settings: SessionSettings) -> dict[str, str]:
@@ -97,10 +98,7 @@ def default_conf(settings: SessionSettings) -> dict[str, str]:
         "spark.app.name": "dbt_merge",
         "spark.driver.memory": DRIVER_MEMORY_DEFAULT,
         "spark.driver.extraJavaOptions": java_options,
-        "spark.sql.extensions": ICEBERG_EXTENSIONS,
-        "spark.sql.catalog.spark_catalog": SESSION_CATALOG,
-        "spark.sql.catalog.spark_catalog.type": "hadoop",
-        WAREHOUSE_KEY: warehouse,
+        **catalog_conf(settings),
         "spark.sql.warehouse.dir": warehouse,
         "spark.sql.catalogImplementation": "hive",
         "spark.hadoop.javax.jdo.option.ConnectionURL": (
@@ -113,8 +111,38 @@ def default_conf(settings: SessionSettings) -> dict[str, str]:
     }
 
 
+def catalog_conf(settings: SessionSettings) -> dict[str, str]:
+    """The extensions and catalogs of ``settings.table_format``.
+
+    ``iceberg``: Iceberg's ``SparkSessionCatalog`` of type ``hadoop`` is ``spark_catalog``
+    (Iceberg tables in the warehouse folder, views and other tables in the metastore).
+    ``delta``: Delta Lake's ``DeltaCatalog`` is ``spark_catalog`` (Delta tables managed
+    in the metastore, under the warehouse folder), both SQL extensions are on, and
+    Iceberg stays reachable as the catalog ``iceberg`` (type ``hadoop``, in
+    ``<warehouse>/iceberg``).
+    """
+    warehouse = str(settings.warehouse)
+    if settings.table_format == "delta":
+        iceberg = f"spark.sql.catalog.{DELTA_ICEBERG_CATALOG}"
+        return {
+            "spark.sql.extensions": f"{DELTA_EXTENSIONS},{ICEBERG_EXTENSIONS}",
+            "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+            WAREHOUSE_KEY: warehouse,
+            iceberg: ICEBERG_CATALOG,
+            f"{iceberg}.type": "hadoop",
+            f"{iceberg}.warehouse": str(settings.warehouse / "iceberg"),
+        }
+    return {
+        "spark.sql.extensions": ICEBERG_EXTENSIONS,
+        "spark.sql.catalog.spark_catalog": SESSION_CATALOG,
+        "spark.sql.catalog.spark_catalog.type": "hadoop",
+        WAREHOUSE_KEY: warehouse,
+    }
+
+
 def resolve_conf(settings: SessionSettings) -> dict[str, str]:
-    """Defaults, then the profile's settings on top; the Iceberg jar is added once."""
+    """Defaults, then the profile's settings on top; the table formats' jars are added
+    once (those the profile brings in ``spark.jars`` or ``spark.jars.packages`` win)."""
     conf = default_conf(settings)
     user = dict(settings.server_side_parameters)
     if "spark.driver.extraJavaOptions" in user:
@@ -124,13 +152,15 @@ def resolve_conf(settings: SessionSettings) -> dict[str, str]:
                 conf["spark.driver.extraJavaOptions"] + " " + user["spark.driver.extraJavaOptions"]
             )
     conf.update(user)
-    jars = [j for j in conf.get("spark.jars", "").split(",") if j]
-    packages = conf.get("spark.jars.packages", "")
-    if not any("iceberg-spark-runtime" in j for j in jars) and (
-        "iceberg-spark-runtime" not in packages
-    ):
-        jars.append(iceberg_runtime_jar())
-    conf["spark.jars"] = ",".join(jars)
+    listed = [j for j in conf.get("spark.jars", "").split(",") if j]
+    brought = ",".join(listed) + "," + conf.get("spark.jars.packages", "")
+    wanted = {"iceberg-spark-runtime": [jars.ICEBERG]}
+    if settings.table_format == "delta":
+        wanted["delta-spark"] = list(jars.DELTA)  # with its delta-storage
+    for name, group in wanted.items():
+        if name not in brought:
+            listed += jars.jar_paths(group)
+    conf["spark.jars"] = ",".join(listed)
     return conf
 
 

@@ -1,0 +1,89 @@
+"""The pinned jars: fetched from a Maven repository once, checked, never half-written."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import threading
+from pathlib import Path
+
+import pytest
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.spark_session import jars
+
+CONTENT = b"PK\x03\x04 a jar's bytes"
+JAR = jars.Jar("org.example", "thing_2.12", "1.2.3", hashlib.sha256(CONTENT).hexdigest())
+
+
+@pytest.fixture
+def mirror(tmp_path):
+    """A Maven repository layout served over HTTP on 127.0.0.1; yields (url, served paths)."""
+    root = tmp_path / "repo"
+    served: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def log_message(self, *args):
+            served.append(self.path)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{server.server_port}/maven2", served
+    server.shutdown()
+
+
+def _publish(root: Path, jar: jars.Jar, content: bytes) -> None:
+    path = root / "maven2" / Path(jar.url("").lstrip("/"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+
+
+def test_a_missing_jar_is_fetched_from_the_named_repository_once(mirror, tmp_path, monkeypatch):
+    root, url, served = mirror
+    _publish(root, JAR, CONTENT)
+    monkeypatch.setenv(jars.REPOSITORY_ENV, url)
+    monkeypatch.setenv(jars.JARS_DIR_ENV, str(tmp_path / "jars"))
+    first = jars.ensure(JAR)
+    assert first == tmp_path / "jars" / "thing_2.12-1.2.3.jar"
+    assert first.read_bytes() == CONTENT
+    assert served == ["/maven2/org/example/thing_2.12/1.2.3/thing_2.12-1.2.3.jar"]
+    assert jars.ensure(JAR) == first
+    assert len(served) == 1, "the second call is offline"
+
+
+def test_a_jar_that_is_not_the_pinned_one_is_refused_and_not_kept(mirror, tmp_path, monkeypatch):
+    root, url, _ = mirror
+    _publish(root, JAR, CONTENT + b" tampered")
+    monkeypatch.setenv(jars.REPOSITORY_ENV, url)
+    monkeypatch.setenv(jars.JARS_DIR_ENV, str(tmp_path / "jars"))
+    with pytest.raises(DbtRuntimeError) as err:
+        jars.ensure(JAR)
+    message = str(err.value)
+    assert "did not give the pinned org.example:thing_2.12:1.2.3" in message
+    assert f"expected {JAR.sha256}" in message
+    assert list((tmp_path / "jars").iterdir()) == [], "neither the jar nor a part file stays"
+
+
+def test_an_unreachable_repository_names_the_jar_the_url_and_the_ways_out(
+    mirror, tmp_path, monkeypatch
+):
+    _, url, _ = mirror  # nothing published: the server answers 404
+    monkeypatch.setenv(jars.REPOSITORY_ENV, url)
+    monkeypatch.setenv(jars.JARS_DIR_ENV, str(tmp_path / "jars"))
+    with pytest.raises(DbtRuntimeError) as err:
+        jars.ensure(JAR)
+    message = str(err.value)
+    assert f"could not be fetched from {url}/org/example/thing_2.12/1.2.3/" in message
+    assert jars.REPOSITORY_ENV in message and jars.JARS_DIR_ENV in message
+    assert list((tmp_path / "jars").iterdir()) == []
+
+
+def test_the_pinned_jars_are_in_the_venv_and_match_their_checksums():
+    for jar in jars.ALL:
+        path = jars.jars_dir() / jar.file_name
+        assert path.is_file(), f"make install fetches {jar.coordinates}"
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == jar.sha256
