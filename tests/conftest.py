@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from dbt.adapters.spark_session import jars
 from dbt.adapters.spark_session import session as sessions
 
 pytest_plugins = [
@@ -40,6 +41,9 @@ SPARK_SETTINGS = {
     # sharing two cores, CPU is what counts). C1 alone with its default 48 MB cache
     # fills it and stops compiling now and then: 229 CPU-s.
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m",
+    # Delta Lake's jars beside Iceberg's (which the adapter adds): the run's session reads
+    # the tables of the Delta demo build by path (tests/project/test_delta_demo.py)
+    "spark.jars": ",".join(jars.jar_paths(jars.DELTA)),
 }
 
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
@@ -126,12 +130,16 @@ def dbt_profile_target():
 def demo_build(request, spark):
     """The demo's `dbt build --full-refresh` in this process (tests/demo.py), once per
     run: the demo tests (tests/project/test_demo_project.py) go on from it and the
-    cluster test (tests/cluster) compares the cluster's build with it. Returns each
-    node's status and, when the run has cluster tests, every stored table as the build
+    cluster test (tests/cluster) and the Delta test (tests/project/test_delta_demo.py)
+    compare their builds with it. Returns each node's status and, when the run has one
+    of those, every stored table as the build
     left it (the demo tests change them), else None."""
     from tests import demo
 
     result = demo.dbt("build", "--full-refresh")
     statuses = {r.node.name: r.status for r in result.result}
-    compared = any(item.get_closest_marker("cluster") for item in request.session.items)
+    compared = any(
+        item.get_closest_marker("cluster") or item.get_closest_marker("delta")
+        for item in request.session.items
+    )
     return statuses, demo.read_tables(spark, WAREHOUSE) if compared else None

@@ -7,13 +7,20 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
+import pytest
+import yaml
 from dbt.cli.main import dbtRunner
 
-from tests.conftest import ROOT, RUN_DIR
+from tests.conftest import DBT, ROOT, RUN_DIR
 
 TARGET = RUN_DIR / "demo_target"
+BUILD_TIMEOUT = 900  # seconds for a demo build in a process of its own (1-4 minutes on 2 cores)
 SCHEMA = "dbt_merge"
 # Columns whose values depend on the run, not on the data, are left out: the dbt
 # invocation that recorded a provenance event and when (invocation_id, recorded_at of
@@ -76,15 +83,16 @@ def dbt(*args: str):
 
 def stored_tables(warehouse: Path) -> dict[str, tuple[Path, str]]:
     """The demo schema's tables: Iceberg (hadoop catalog: <warehouse>/<schema>/<table>)
-    and Hive ones (<warehouse>/<schema>.db/<table>, here parquet)."""
+    and those of the metastore (<warehouse>/<schema>.db/<table>: Delta, else parquet)."""
     tables = {}
-    for table in sorted((warehouse / SCHEMA).iterdir()):
+    iceberg = warehouse / SCHEMA
+    for table in sorted(iceberg.iterdir()) if iceberg.is_dir() else []:
         if (table / "metadata").is_dir():
             tables[table.name] = (table, "iceberg")
     hive = warehouse / f"{SCHEMA}.db"
     for table in sorted(hive.iterdir()) if hive.is_dir() else []:
         assert table.name not in tables
-        tables[table.name] = (table, "parquet")
+        tables[table.name] = (table, "delta" if (table / "_delta_log").is_dir() else "parquet")
     return tables
 
 
@@ -107,3 +115,85 @@ def read_table(spark, path: Path, fmt: str) -> tuple[list[tuple[str, str]], list
 def read_tables(spark, warehouse: Path) -> dict[str, tuple[list[tuple[str, str]], list[str]]]:
     """Every stored table of the demo schema in warehouse, read by `read_table`."""
     return {name: read_table(spark, *table) for name, table in stored_tables(warehouse).items()}
+
+
+def copy_project(dest: Path) -> Path:
+    """The repository's dbt project as it is now: dbt_project.yml, profiles.yml and the
+    folders dbt_project.yml names (Python files of the test folder left out)."""
+    dest.mkdir()
+    config = yaml.safe_load((ROOT / "dbt_project.yml").read_text())
+    for name in ("dbt_project.yml", "profiles.yml", "packages.yml", "dependencies.yml"):
+        if (ROOT / name).is_file():
+            shutil.copy2(ROOT / name, dest / name)
+    for key in (
+        "model-paths",
+        "seed-paths",
+        "macro-paths",
+        "test-paths",
+        "analysis-paths",
+        "snapshot-paths",
+    ):
+        for folder in config.get(key, []):
+            ignore = ["__pycache__", "*.pyc"] + (["*.py"] if key == "test-paths" else [])
+            if (ROOT / folder).is_dir() and not (dest / folder).exists():
+                shutil.copytree(
+                    ROOT / folder, dest / folder, ignore=shutil.ignore_patterns(*ignore)
+                )
+    return dest
+
+
+class Build:
+    """`dbt build --target <target>` of the repository's demo in a process of its own."""
+
+    def __init__(self, target: str, project: Path, run_dir: Path, env: dict[str, str]) -> None:
+        self.target = target
+        self.run_dir = run_dir
+        self.warehouse = run_dir / "warehouse"
+        self.output = run_dir / "dbt.out"
+        run_dir.mkdir(parents=True)
+        self.started = time.monotonic()
+        self.seconds: float | None = None
+        with open(self.output, "w") as out:
+            # a session (process group) of its own: a timeout ends dbt and its JVM together
+            self.proc = subprocess.Popen(
+                [
+                    DBT,
+                    "build",
+                    "--target",
+                    target,
+                    "--full-refresh",
+                    "--project-dir",
+                    str(project),
+                    "--profiles-dir",
+                    str(project),
+                    "--target-path",
+                    str(run_dir / "target"),
+                    "--log-path",
+                    str(run_dir / "logs"),
+                ],
+                cwd=project,
+                env={**env, "DBT_MERGE_WAREHOUSE": str(self.warehouse)},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def wait(self) -> None:
+        """Wait for dbt; fail with its output's tail unless every node passed."""
+        try:
+            self.proc.wait(timeout=max(1.0, BUILD_TIMEOUT - (time.monotonic() - self.started)))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"dbt build --target {self.target}: no result in {BUILD_TIMEOUT} s")
+        self.seconds = time.monotonic() - self.started
+        tail = "\n".join(self.output.read_text(errors="replace").splitlines()[-40:])
+        assert self.proc.returncode == 0, f"dbt build --target {self.target} failed:\n{tail}"
+        results = json.loads((self.run_dir / "target" / "run_results.json").read_text())
+        statuses = {r["unique_id"]: r["status"] for r in results["results"]}
+        # the demo's models and seeds, and its tests
+        assert len(statuses) > 50 and set(statuses.values()) <= {"success", "pass"}, statuses
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)

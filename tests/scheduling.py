@@ -32,6 +32,7 @@ SHARED = {
     # demo_build: the run's one local demo build, which both go on from
     "tests/project/test_demo_project.py": "demo",
     "tests/cluster/test_cluster.py": "demo",
+    "tests/project/test_delta_demo.py": "demo",
 }
 # files whose tests are units of their own (they share nothing and must run apart)
 ALONE = {"tests/project/worker_probe.py"}

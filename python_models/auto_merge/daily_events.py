@@ -17,7 +17,7 @@ EVENT_TYPES = ["view", "click", "order", "refund"]
 
 
 def model(dbt, session):
-    dbt.config(materialized="table", file_format="iceberg")
+    dbt.config(materialized="table")
 
     # one Spark partition per day, so the write makes one file per day
     days = session.range(0, DAYS, 1, DAYS).withColumnRenamed("id", "day")

@@ -10,7 +10,7 @@ from dbt_merge.auto_merge import plan_table
 
 
 def model(dbt, session):
-    dbt.config(materialized="table", file_format="iceberg")
+    dbt.config(materialized="table")
     return plan_table(
         session,
         dbt.ref("daily_events"),

@@ -18,9 +18,7 @@ Deselect with ``-m "not cluster"``.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -29,11 +27,10 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.conftest import DBT, ROOT
+from tests.conftest import ROOT
 from tests.conftest import process_env as _env
-from tests.demo import read_tables
+from tests.demo import Build, copy_project, read_tables
 
 pytestmark = pytest.mark.cluster
 
@@ -41,7 +38,6 @@ CLUSTER_SH = ROOT / "scripts" / "cluster.sh"
 SCHEMA = "dbt_merge"
 # scripts/cluster.sh's defaults (master, master UI, worker UIs): the test's ports differ
 DEFAULT_PORTS = {7077, 8980, 8981, 8982}
-BUILD_TIMEOUT = 900  # seconds for the demo build (about 1-3 minutes on 2 cores)
 CLUSTER_TIMEOUT = 420  # seconds for `cluster.sh up` (about 15 s; it waits up to 300 s)
 
 
@@ -59,88 +55,6 @@ def _free_ports(count: int) -> list[int]:
     finally:
         for sock in held:
             sock.close()
-
-
-def _copy_project(dest: Path) -> Path:
-    """The repository's dbt project as it is now: dbt_project.yml, profiles.yml and the
-    folders dbt_project.yml names (Python files of the test folder left out)."""
-    dest.mkdir()
-    config = yaml.safe_load((ROOT / "dbt_project.yml").read_text())
-    for name in ("dbt_project.yml", "profiles.yml", "packages.yml", "dependencies.yml"):
-        if (ROOT / name).is_file():
-            shutil.copy2(ROOT / name, dest / name)
-    for key in (
-        "model-paths",
-        "seed-paths",
-        "macro-paths",
-        "test-paths",
-        "analysis-paths",
-        "snapshot-paths",
-    ):
-        for folder in config.get(key, []):
-            ignore = ["__pycache__", "*.pyc"] + (["*.py"] if key == "test-paths" else [])
-            if (ROOT / folder).is_dir() and not (dest / folder).exists():
-                shutil.copytree(
-                    ROOT / folder, dest / folder, ignore=shutil.ignore_patterns(*ignore)
-                )
-    return dest
-
-
-class Build:
-    """`dbt build --target <target>` of the repository's demo in a process of its own."""
-
-    def __init__(self, target: str, project: Path, run_dir: Path, env: dict[str, str]) -> None:
-        self.target = target
-        self.run_dir = run_dir
-        self.warehouse = run_dir / "warehouse"
-        self.output = run_dir / "dbt.out"
-        run_dir.mkdir(parents=True)
-        self.started = time.monotonic()
-        self.seconds: float | None = None
-        with open(self.output, "w") as out:
-            # a session (process group) of its own: a timeout ends dbt and its JVM together
-            self.proc = subprocess.Popen(
-                [
-                    DBT,
-                    "build",
-                    "--target",
-                    target,
-                    "--full-refresh",
-                    "--project-dir",
-                    str(project),
-                    "--profiles-dir",
-                    str(project),
-                    "--target-path",
-                    str(run_dir / "target"),
-                    "--log-path",
-                    str(run_dir / "logs"),
-                ],
-                cwd=project,
-                env={**env, "DBT_MERGE_WAREHOUSE": str(self.warehouse)},
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def wait(self) -> None:
-        """Wait for dbt; fail with its output's tail unless every node passed."""
-        try:
-            self.proc.wait(timeout=max(1.0, BUILD_TIMEOUT - (time.monotonic() - self.started)))
-        except subprocess.TimeoutExpired:
-            self.kill()
-            pytest.fail(f"dbt build --target {self.target}: no result in {BUILD_TIMEOUT} s")
-        self.seconds = time.monotonic() - self.started
-        tail = "\n".join(self.output.read_text(errors="replace").splitlines()[-40:])
-        assert self.proc.returncode == 0, f"dbt build --target {self.target} failed:\n{tail}"
-        results = json.loads((self.run_dir / "target" / "run_results.json").read_text())
-        statuses = {r["unique_id"]: r["status"] for r in results["results"]}
-        # the demo's models and seeds, and its tests
-        assert len(statuses) > 50 and set(statuses.values()) <= {"success", "pass"}, statuses
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
 
 
 def _cluster(command: str, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -185,7 +99,7 @@ def builds(request, tmp_path_factory):
     pid).
     """
     root = tmp_path_factory.mktemp("cluster_vs_local")
-    cluster_project = _copy_project(root / "project_cluster")
+    cluster_project = copy_project(root / "project_cluster")
     cluster_dir = root / "cluster"
     master_port, ui_port = _free_ports(2)
     master = f"spark://127.0.0.1:{master_port}"

@@ -105,6 +105,56 @@ MODELS = {
 }
 
 
+# What the models of MODELS store: after batch 1 (every model the same: precombined,
+# the delete left out), after batch 2 (and again after it runs twice), and the keys of
+# event_time after batch 3. Shared with the same scenario on Delta (test_upsert_on_delta).
+FIRST = [
+    (1, 2, "name_2", "price_2"),
+    (2, 7, "y", None),
+    (3, 2, "name_1", None),
+    (4, 5, "s", None),
+]
+PARTIAL_SECOND = [
+    (1, 2, "name_2", "price_2"),
+    (2, 7, "y", None),
+    (3, 2, "name_1", "price_1"),  # stored is newer: base, its null price filled
+    (4, 5, "s", None),
+    (5, 1, "new", None),
+]
+SECOND = {
+    "event_time": [
+        (1, 2, "name_2", "price_2"),  # an older version never overwrites
+        (2, 7, "y", None),
+        (3, 2, "name_1", None),
+        (4, 5, "s", None),  # an older delete does not delete
+        (5, 1, "new", None),
+    ],
+    # a Python model upserts the same way
+    "python_event_time": [
+        (1, 2, "name_2", "price_2"),
+        (2, 7, "y", None),
+        (3, 2, "name_1", None),
+        (4, 5, "s", None),
+        (5, 1, "new", None),
+    ],
+    "commit_time": [
+        (1, 1, "name_1", "price_1"),  # the incoming version always wins
+        (2, 7, "y", None),
+        (3, 1, None, "price_1"),
+        (5, 1, "new", None),  # 4 deleted by the incoming delete
+    ],
+    "partial": PARTIAL_SECOND,
+    "partial_payload": PARTIAL_SECOND,  # the payload alias
+    "non_defaults": [
+        (1, 1, "name_1", "price_1"),
+        (2, 7, "y", None),
+        (3, 1, "name_1", "price_1"),  # null name keeps the stored one; ts goes back
+        (5, 1, "new", None),
+    ],
+}
+THIRD_EVENT_TIME_KEYS = [1, 2, 3, 5]
+
+
 def table(spark, schema, name):
     return [
         tuple(r)
@@ -160,15 +210,8 @@ class TestUpsertSemantics(TableType, InstallsDbtMerge):
         schema = project.test_schema
         run_dbt(["deps"])
         self.run_batch(1)
-        first = [
-            (1, 2, "name_2", "price_2"),
-            (2, 7, "y", None),
-            (3, 2, "name_1", None),
-            (4, 5, "s", None),
-        ]
-        for name in ("event_time", "commit_time", "non_defaults"):
-            assert table(spark, schema, name) == first, f"{name}: precombined, delete left out"
-        assert table(spark, schema, "partial") == first
+        for name in ("event_time", "commit_time", "non_defaults", "partial"):
+            assert table(spark, schema, name) == FIRST, f"{name}: precombined, delete left out"
         upserts = [name.split(".")[0] for name in MODELS if name != "batch.sql"]
         for name in upserts:
             self.check_write_modes(spark, schema, name)
@@ -187,37 +230,8 @@ class TestUpsertSemantics(TableType, InstallsDbtMerge):
             )
         for name in upserts:
             assert delete_files(spark, schema, name) == 0 or self.table_type == "merge_on_read"
-        assert table(spark, schema, "event_time") == [
-            (1, 2, "name_2", "price_2"),  # an older version never overwrites
-            (2, 7, "y", None),
-            (3, 2, "name_1", None),
-            (4, 5, "s", None),  # an older delete does not delete
-            (5, 1, "new", None),
-        ]
-        assert table(spark, schema, "python_event_time") == table(spark, schema, "event_time"), (
-            "a Python model upserts the same way"
-        )
-        assert table(spark, schema, "commit_time") == [
-            (1, 1, "name_1", "price_1"),  # the incoming version always wins
-            (2, 7, "y", None),
-            (3, 1, None, "price_1"),
-            (5, 1, "new", None),  # 4 deleted by the incoming delete
-        ]
-        partial = [
-            (1, 2, "name_2", "price_2"),
-            (2, 7, "y", None),
-            (3, 2, "name_1", "price_1"),  # stored is newer: base, its null price filled
-            (4, 5, "s", None),
-            (5, 1, "new", None),
-        ]
-        assert table(spark, schema, "partial") == partial
-        assert table(spark, schema, "partial_payload") == partial, "the payload alias"
-        assert table(spark, schema, "non_defaults") == [
-            (1, 1, "name_1", "price_1"),
-            (2, 7, "y", None),
-            (3, 1, "name_1", "price_1"),  # null name keeps the stored one; ts goes back
-            (5, 1, "new", None),
-        ]
+        for name, rows in SECOND.items():
+            assert table(spark, schema, name) == rows, name
 
         before = {name: table(spark, schema, name) for name in upserts}
         self.run_batch(2)
@@ -225,7 +239,7 @@ class TestUpsertSemantics(TableType, InstallsDbtMerge):
         assert after == before, "re-running the same batch is idempotent"
 
         self.run_batch(3)
-        assert [r[0] for r in table(spark, schema, "event_time")] == [1, 2, 3, 5], (
+        assert [r[0] for r in table(spark, schema, "event_time")] == THIRD_EVENT_TIME_KEYS, (
             "a delete with an equal ordering value wins (ties go to the incoming version)"
         )
 

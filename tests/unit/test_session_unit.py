@@ -192,7 +192,7 @@ def test_only_the_session_method_is_accepted():
 
 def test_an_unknown_table_format_is_refused_by_name():
     with pytest.raises(
-        DbtRuntimeError, match="`table_format` is 'hudi'; it must be one of iceberg, delta"
+        DbtRuntimeError, match="`table_format` is 'hudi'; it must be iceberg or delta"
     ):
         SparkSessionCredentials(schema="s", table_format="hudi")
 

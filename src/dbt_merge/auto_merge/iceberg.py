@@ -10,6 +10,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from dbt_merge.auto_merge import delta
 from dbt_merge.auto_merge.errors import setting_error
 from dbt_merge.auto_merge.files import DataFile, plan_files
 from dbt_merge.auto_merge.layout import PLAN_COLUMNS, TableLayout
@@ -75,48 +76,30 @@ def plan_table(
         ...                   config={"sort_column": "event_date", "threshold": 0.5})
     """
     catalog_name, table_name = _table_identity(session, table, model_name)
-    iceberg = _load_iceberg_table(session, f"{catalog_name}.{table_name}", model_name)
-    properties = {str(k): str(v) for k, v in dict(iceberg.properties()).items()}
-    options = read_options(config, properties, model_name=model_name, table_name=table_name)
-    snapshot = iceberg.currentSnapshot()
-    schema = iceberg.schema()
-    identity = {
-        str(f.name()): str(schema.findColumnName(f.sourceId()))
-        for f in iceberg.spec().fields()
-        if f.transform().isIdentity()
-    }
-    metadata = f"{quote_identifier(catalog_name)}.{quote_identifier(table_name)}"
-    data_files = session.table(f"{metadata}.data_files")
-    partition_types = {}
-    if "partition" in data_files.columns:
-        partition_types = {
-            f.name: f.dataType.simpleString() for f in data_files.schema["partition"].dataType
-        }
-    layout = TableLayout(
-        catalog_name=catalog_name,
-        table_name=table_name,
-        identity_fields=identity,
-        partition_types=partition_types,
-        snapshot_id=None if snapshot is None else int(snapshot.snapshotId()),
+    stored = delta.load_table(session, catalog_name, table_name) or _IcebergTable(
+        session, catalog_name, table_name, model_name
     )
+    options = read_options(config, stored.properties, model_name=model_name, table_name=table_name)
+    layout = stored.layout
+    partition_types = layout.partition_types
     if options.source == SOURCE_FILES:
-        sort_column = options.sort_column or _sort_order_column(iceberg, schema, model_name)
-        metrics = data_files.schema["readable_metrics"].dataType
-        if sort_column not in metrics.fieldNames():
+        sort_column = options.sort_column or stored.sort_order_column(model_name)
+        key_types = stored.key_types()
+        if sort_column not in key_types:
             raise setting_error(
                 model_name,
                 "sort_column"
                 if options.origins["sort_column"] != "table property"
                 else f"{PROPERTY_PREFIX}sort_column",
                 f"{table_name} has no column {sort_column!r} with metrics; columns: "
-                + ", ".join(metrics.fieldNames()),
+                + ", ".join(key_types),
                 repr(sort_column),
             )
-        key_type = metrics[sort_column].dataType["lower_bound"].dataType.simpleString()
+        key_type = key_types[sort_column]
         layout = replace(layout, sort_column_type=key_type)
         rules = _typed_rules(session, options.rules, [key_type], model_name, scalar=True)
         options = replace(options, sort_column=sort_column, rules=rules)
-        files = _read_files(session, metadata, sort_column, partition_types, options.rules)
+        files = stored.files(sort_column, options.rules)
         rows = plan_files(files, options, layout, model_name=model_name)
     else:
         types = list(partition_types.values())
@@ -131,22 +114,32 @@ def plan_table(
                 for r in rules
             )
         options = replace(options, rules=rules)
-        rows = plan_partitions(
-            _read_partitions(session, metadata, partition_types),
-            options,
-            layout,
-            model_name=model_name,
-        )
+        rows = plan_partitions(stored.partitions(), options, layout, model_name=model_name)
     merges = {row["merge_index"] for row in rows if row["merge_index"] is not None}
     logger.info(
-        "auto-merge plan of %s.%s (%s): %d ranges, %d merges",
+        "auto-merge plan of %s.%s (%s, %s): %d ranges, %d merges",
         catalog_name,
         table_name,
+        stored.format,
         options.source,
         len(rows),
         len(merges),
     )
     return _plan_dataframe(session, rows)
+
+
+def table_files(session: Any, table: Any, *, model_name: str) -> Any:
+    """The data files of an Iceberg or a Delta table as a DataFrame: ``file_path``,
+    ``file_size_in_bytes`` and ``partition_value`` (the file's partition values as
+    Spark renders a struct, e.g. ``{2024-01-01}``; null for an unpartitioned table).
+
+    ``table`` is a name or a DataFrame that reads a table, as for ``plan_table``.
+    """
+    catalog_name, table_name = _table_identity(session, table, model_name)
+    stored = delta.load_table(session, catalog_name, table_name) or _IcebergTable(
+        session, catalog_name, table_name, model_name
+    )
+    return stored.file_sizes()
 
 
 def _table_identity(session: Any, table: Any, model_name: str) -> tuple[str, str]:
@@ -173,6 +166,12 @@ def _table_identity(session: Any, table: Any, model_name: str) -> tuple[str, str
     node = table._jdf.queryExecution().analyzed()
     while node.getClass().getSimpleName() == "SubqueryAlias":
         node = node.child()
+    if node.getClass().getSimpleName() == "LogicalRelation" and node.catalogTable().isDefined():
+        # a table of the session catalog read through its V1 relation (Delta's, parquet)
+        identifier = node.catalogTable().get().identifier()
+        database = identifier.database()
+        if database.isDefined():
+            return "spark_catalog", f"{database.get()}.{identifier.table()}"
     if node.getClass().getSimpleName() != "DataSourceV2Relation" or node.identifier().isEmpty():
         raise setting_error(
             model_name,
@@ -184,6 +183,62 @@ def _table_identity(session: Any, table: Any, model_name: str) -> tuple[str, str
     identifier = node.identifier().get()
     parts = [*list(identifier.namespace()), identifier.name()]
     return str(node.catalog().get().name()), ".".join(str(p) for p in parts)
+
+
+class _IcebergTable:
+    """What the planner reads of an Iceberg table: its properties, layout, sort order,
+    and its ``data_files`` and ``partitions`` metadata tables."""
+
+    format = "iceberg"
+
+    def __init__(self, session: Any, catalog_name: str, table_name: str, model_name: str):
+        self.session = session
+        self.iceberg = _load_iceberg_table(session, f"{catalog_name}.{table_name}", model_name)
+        self.properties = {str(k): str(v) for k, v in dict(self.iceberg.properties()).items()}
+        self.metadata = f"{quote_identifier(catalog_name)}.{quote_identifier(table_name)}"
+        self.data_files = session.table(f"{self.metadata}.data_files")
+        snapshot = self.iceberg.currentSnapshot()
+        schema = self.iceberg.schema()
+        partition_types = {}
+        if "partition" in self.data_files.columns:
+            partition_types = {
+                f.name: f.dataType.simpleString()
+                for f in self.data_files.schema["partition"].dataType
+            }
+        self.layout = TableLayout(
+            catalog_name=catalog_name,
+            table_name=table_name,
+            identity_fields={
+                str(f.name()): str(schema.findColumnName(f.sourceId()))
+                for f in self.iceberg.spec().fields()
+                if f.transform().isIdentity()
+            },
+            partition_types=partition_types,
+            snapshot_id=None if snapshot is None else int(snapshot.snapshotId()),
+        )
+
+    def sort_order_column(self, model_name: str) -> str:
+        return _sort_order_column(self.iceberg, self.iceberg.schema(), model_name)
+
+    def key_types(self) -> dict[str, str]:
+        """``{column: Spark type}`` of the columns with lower and upper bounds."""
+        metrics = self.data_files.schema["readable_metrics"].dataType
+        return {f.name: f.dataType["lower_bound"].dataType.simpleString() for f in metrics.fields}
+
+    def files(self, sort_column: str, rules: Sequence[MergeabilityRule]) -> list[DataFile]:
+        return _read_files(
+            self.session, self.metadata, sort_column, self.layout.partition_types, rules
+        )
+
+    def partitions(self) -> list[dict[str, Any]]:
+        return _read_partitions(self.session, self.metadata, self.layout.partition_types)
+
+    def file_sizes(self) -> Any:
+        files = self.session.table(f"{self.metadata}.files")  # delete files too
+        partition = "partition" if "partition" in files.columns else "null"
+        return files.selectExpr(
+            "file_path", "file_size_in_bytes", f"cast({partition} as string) as partition_value"
+        )
 
 
 def _load_iceberg_table(session: Any, name: str, model_name: str) -> Any:

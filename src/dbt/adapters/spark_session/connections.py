@@ -48,9 +48,9 @@ class SparkSessionCredentials(SparkCredentials):
                 "or ODBC server use `type: spark` (dbt-spark) instead."
             )
         if self.table_format not in sessions.TABLE_FORMATS:
+            value = self.table_format
             raise DbtRuntimeError(
-                f"spark_session: the profile's `table_format` is '{self.table_format}'; "
-                f"it must be one of {', '.join(sessions.TABLE_FORMATS)}."
+                f"spark_session: `table_format` is '{value}'; it must be iceberg or delta."
             )
         super().__post_init__()
 

@@ -104,7 +104,7 @@ def default_conf(settings: SessionSettings) -> dict[str, str]:
         "spark.hadoop.javax.jdo.option.ConnectionURL": (
             f"jdbc:derby:;databaseName={settings.warehouse / 'metastore_db'};create=true"
         ),
-        "spark.sql.shuffle.partitions": str(max(2, os.cpu_count() or 2)),
+        "spark.sql.shuffle.partitions": _local_partitions(),
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -127,6 +127,9 @@ def catalog_conf(settings: SessionSettings) -> dict[str, str]:
         return {
             "spark.sql.extensions": f"{DELTA_EXTENSIONS},{ICEBERG_EXTENSIONS}",
             "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+            # Delta rebuilds a table's state from its log in 50 partitions by default, a
+            # cluster's number: on one machine, as many as it has cores (as shuffles)
+            "spark.databricks.delta.snapshotPartitions": _local_partitions(),
             WAREHOUSE_KEY: warehouse,
             iceberg: ICEBERG_CATALOG,
             f"{iceberg}.type": "hadoop",
@@ -138,6 +141,10 @@ def catalog_conf(settings: SessionSettings) -> dict[str, str]:
         "spark.sql.catalog.spark_catalog.type": "hadoop",
         WAREHOUSE_KEY: warehouse,
     }
+
+
+def _local_partitions() -> str:
+    return str(max(2, os.cpu_count() or 2))
 
 
 def resolve_conf(settings: SessionSettings) -> dict[str, str]:

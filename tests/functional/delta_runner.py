@@ -1,0 +1,86 @@
+"""dbt calls on a Delta Lake target, in a process of its own, and what each left stored.
+
+The test run's own SparkSession has Iceberg's catalog as ``spark_catalog``; a Delta
+table's MERGE needs Delta's catalog there, and one process has one session. So a test
+of Delta tables hands its dbt calls to this script (``python delta_runner.py
+<steps.json>``), which runs them in one process (one JVM start) with dbt's Python API,
+on a profile with ``table_format: delta``. After each step it reads what the step names
+and prints one JSON line ``{"step": i, "ok": ..., "tables": {...}, "files": {...},
+"properties": {...}}``:
+
+* ``tables``: ``select <columns> from <schema>.<table> order by 1`` per table, as lists;
+* ``files``: per table, each data file of the Delta snapshot with the number of rows its
+  deletion vector marks deleted (0 without one);
+* ``properties``: per table, its table properties.
+
+A step is ``{"args": [dbt arguments], "env": {...}, "read": [tables], "columns": "..."}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def main(steps_file: str) -> int:
+    from dbt.cli.main import dbtRunner
+
+    spec = json.loads(Path(steps_file).read_text())
+    project, schema = spec["project"], spec["schema"]
+    common = ["--project-dir", project, "--profiles-dir", project]
+    for index, step in enumerate(spec["steps"]):
+        saved = {name: os.environ.get(name) for name in step.get("env", {})}
+        os.environ.update(step.get("env", {}))
+        try:
+            result = dbtRunner().invoke([*step["args"], *common])
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        out: dict = {"step": index, "ok": bool(result.success)}
+        if not result.success:
+            out["error"] = (
+                str(result.exception or "")[:2000]
+                + " ".join(
+                    f"{r.node.name}: {r.message}"
+                    for r in (result.result or [])
+                    if getattr(r, "status", None) not in ("success", "pass")
+                )[:3000]
+            )
+        elif step.get("read"):
+            out.update(read(schema, step["read"], step.get("columns", "*")))
+        print(json.dumps(out, default=str), flush=True)
+    return 0
+
+
+def read(schema: str, names: list[str], columns: str) -> dict:
+    from pyspark.sql import DataFrame, SparkSession
+
+    spark = SparkSession.builder.getOrCreate()  # the session dbt's adapter started
+    jvm, jss = spark._jvm, spark._jsparkSession
+    tables, files, properties = {}, {}, {}
+    for name in names:
+        qualified = f"{schema}.{name}"
+        tables[name] = [
+            list(r) for r in spark.sql(f"select {columns} from {qualified} order by 1").collect()
+        ]
+        identifier = jss.sessionState().sqlParser().parseTableIdentifier(qualified)
+        snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot(
+            jss, identifier
+        )._2()
+        listed = DataFrame(snapshot.allFiles().toDF(), spark).selectExpr(
+            "path", "coalesce(deletionVector.cardinality, 0) as deleted"
+        )
+        files[name] = {r["path"]: r["deleted"] for r in listed.collect()}
+        properties[name] = {
+            r.key: r.value for r in spark.sql(f"show tblproperties {qualified}").collect()
+        }
+    return {"tables": tables, "files": files, "properties": properties}
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,140 @@
+"""The demo on Delta Lake tables (issue #55), against the same demo on Iceberg.
+
+`dbt build --target delta` (profiles.yml: the spark_session adapter with
+`table_format: delta`, so seeds and models default to `file_format: delta`) runs in a
+process of its own, from a snapshot of the project, with its own warehouse, while this
+process makes the run's Iceberg build (`demo_build` in tests/conftest.py, which the demo
+tests and the cluster test share). Then every table the Delta build stored is read
+here by path and compared with the Iceberg build's, row for row.
+
+What differs between the two by nature, and only that, is left out of the comparison:
+the byte sizes of data files, which each format's writer lays out in its own way, and
+so the auto-merge and compaction plans' sizes and the merges and bins they make
+(FILE_SIZE_DEPENDENT; their files, keys and record counts are compared), and the
+change-following merge's digest, which is kept on Iceberg only (ICEBERG_ONLY).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import process_env
+from tests.demo import Build, copy_project, read_tables, stored_tables
+
+pytestmark = pytest.mark.delta
+
+# tables only the Iceberg build has, and why
+ICEBERG_ONLY = {
+    # the change-following merge keeps its records' digest on Iceberg (where it can pin
+    # the snapshot it describes); on Delta a run compares every record's fingerprint
+    "customers_edges__dbt_merge_digest",
+}
+# per plan table: the columns that follow from the data files' byte sizes
+FILE_SIZE_DEPENDENT = {
+    "daily_events_merge_plan": {
+        "size_bytes",
+        "action",
+        "reason",
+        "explanation",
+        "merge_index",
+        "merge_min_key",
+        "merge_max_key",
+        "merge_file_count",
+        "merge_size_bytes",
+        "merge_where",
+        "merge_files_where",
+    },
+    # bins of files by bytes, and a report of them: checked on their own below
+    "daily_events_compaction_plan": None,
+    "daily_events_compaction_report": None,
+}
+
+
+@pytest.fixture(scope="module")
+def builds(request, tmp_path_factory, spark):
+    """The Delta build (a process of its own), the tables of the run's Iceberg build and
+    those of the Delta build (read by `read_tables`)."""
+    root = tmp_path_factory.mktemp("delta_vs_iceberg")
+    build = Build(
+        "delta",
+        copy_project(root / "project"),
+        root / "on_delta",
+        process_env(DBT_MERGE_DEMO="1"),
+    )
+    try:
+        _, iceberg = request.getfixturevalue("demo_build")
+        build.wait()
+    finally:
+        build.kill()
+    print(f"\ndelta demo build: {build.seconds:.1f} s")
+    return build, iceberg, read_tables(spark, build.warehouse)
+
+
+def _without(rows: list[str], columns: set[str]) -> list[str]:
+    kept = []
+    for row in rows:
+        values = json.loads(row)
+        kept.append(json.dumps({k: v for k, v in values.items() if k not in columns}))
+    return sorted(kept)
+
+
+def test_every_table_of_the_delta_build_is_a_delta_table(builds):
+    build, _, _ = builds
+    formats = {name: fmt for name, (_, fmt) in stored_tables(build.warehouse).items()}
+    # sesam_c: a parquet seed by config (Iceberg reserves its column _deleted)
+    assert formats.pop("sesam_c") == "parquet"
+    assert set(formats.values()) == {"delta"}, formats
+    assert len(formats) > 25, sorted(formats)
+
+
+def test_the_delta_build_stores_what_the_iceberg_build_stores(builds):
+    _, iceberg, on_delta = builds
+    assert sorted(on_delta) == sorted(set(iceberg) - ICEBERG_ONLY)
+    differences = []
+    row_count = 0
+    for name, (columns, rows) in sorted(iceberg.items()):
+        dependent = FILE_SIZE_DEPENDENT.get(name, set())
+        if name in ICEBERG_ONLY or dependent is None:
+            continue
+        delta_columns, delta_rows = on_delta[name]
+        if delta_columns != columns:
+            differences.append(f"{name}: columns {delta_columns} != {columns}")
+            continue
+        rows, delta_rows = _without(rows, dependent), _without(delta_rows, dependent)
+        if delta_rows != rows:
+            only_delta = [r[:500] for r in sorted(set(delta_rows) - set(rows))[:3]]
+            only_iceberg = [r[:500] for r in sorted(set(rows) - set(delta_rows))[:3]]
+            differences.append(
+                f"{name}: {len(delta_rows)} rows on Delta, {len(rows)} on Iceberg;"
+                f" only on Delta {only_delta}; only on Iceberg {only_iceberg}"
+            )
+        row_count += len(rows)
+    assert differences == [], "\n".join(differences)
+    assert row_count > 5000, "the demo's tables are not empty"
+
+
+def test_the_plans_on_delta_cover_the_same_files_with_their_own_sizes(spark, builds):
+    """The file-size-dependent part: 60 files of one day each on both, planned in the
+    same key order; the Delta plan's sizes are Delta's files' sizes (its snapshot's
+    ``size``), and its compaction report bounds its own plan."""
+    build, iceberg, on_delta = builds
+    plans = {}
+    for fmt, tables in (("iceberg", iceberg), ("delta", on_delta)):
+        rows = [json.loads(r) for r in tables["daily_events_merge_plan"][1]]
+        plans[fmt] = sorted(rows, key=lambda r: r["range_index"])
+    assert len(plans["delta"]) == len(plans["iceberg"]) == 60
+    for column in ("range_index", "min_key", "max_key", "record_count", "mergeability"):
+        assert [r[column] for r in plans["delta"]] == [r[column] for r in plans["iceberg"]]
+    delta_files = spark.read.format("delta").load(
+        str(stored_tables(build.warehouse)["daily_events"][0])
+    )
+    assert delta_files.inputFiles() and len(delta_files.inputFiles()) == 60
+    bins = [json.loads(r) for r in on_delta["daily_events_compaction_plan"][1]]
+    assert sum(b["entries"] for b in bins) == 60
+    assert all(b["bytes"] <= 64 * 1024 for b in bins), bins
+    report = [json.loads(r) for r in on_delta["daily_events_compaction_report"][1]]
+    total = [r for r in report if r["level"] == "total"]
+    assert total and total[0]["bins"] == len(bins) >= total[0]["lower_bound"], report
+    assert total[0]["bytes"] == sum(b["bytes"] for b in bins)
