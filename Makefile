@@ -133,4 +133,4 @@ lint: install
 	$(BIN)/ruff check src tests python_models bench
 
 clean:
-	rm -rf target dbt_packages logs warehouse site
+	rm -rf target dbt_packages logs warehouse warehouse-delta site
