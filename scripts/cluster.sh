@@ -135,18 +135,25 @@ spark_home() {
 }
 
 # start NAME with `spark-class ARGS...` in a session of its own; the pid file holds
-# the pid of the JVM (the shell writes $$ and spark-class execs java)
+# the pid of the JVM: setsid (which does not fork here: a job of a script without job
+# control does not lead its process group) and spark-class exec in turn, so it is the
+# background job's pid, written here at once. It returns once live_pid knows the
+# process (it has exec'd spark-class) or the process has ended, so that a `down` right
+# after it finds what it started. (The pid file was once written by the new process
+# itself, within 5 s: on a loaded machine a `down` came first and left a worker running.)
 launch() {
-  local name=$1 log=$LOGS/$1.log pidfile=$PIDS/$1.pid
+  local name=$1 log=$LOGS/$1.log pidfile=$PIDS/$1.pid i
   shift
   : >"$log"
   local detach=()  # a session of its own where setsid exists (not on macOS)
   if command -v setsid >/dev/null; then detach=(setsid); fi
-  ${detach[@]+"${detach[@]}"} bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" \
-    "$SPARK_HOME/bin/spark-class" "$@" </dev/null >>"$log" 2>&1 &
-  local i
-  for ((i = 0; i < 50; i++)); do [ -s "$pidfile" ] && break; sleep 0.1; done
-  say "started $name (pid $(cat "$pidfile" 2>/dev/null || echo '?'), log $log)"
+  ${detach[@]+"${detach[@]}"} "$SPARK_HOME/bin/spark-class" "$@" </dev/null >>"$log" 2>&1 &
+  echo $! >"$pidfile"
+  for ((i = 0; i < 600; i++)); do
+    if [ -n "$(live_pid "$name")" ] || gone "$name"; then break; fi
+    sleep 0.1
+  done
+  say "started $name (pid $!, log $log)"
 }
 
 log_tails() {

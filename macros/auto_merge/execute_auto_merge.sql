@@ -109,7 +109,7 @@
     {% endfor %}
     {% if problems %}
         {% set msg -%}
-            dbt_merge.execute_auto_merge of plan {{ plan_relation }}, setting 'file_format': {{ problems | join('; ') }}. Auto-merge plans need Iceberg metadata tables (<table>.data_files) and Iceberg's rewrite_data_files procedure, so only Iceberg tables can be merged; on Delta, compact with OPTIMIZE or liquid clustering instead. Nothing was changed
+            dbt_merge.execute_auto_merge of plan {{ plan_relation }}, setting 'file_format': {{ problems | join('; ') }}. Executing a plan needs Iceberg's metadata tables (<table>.data_files) and its rewrite_data_files procedure, so only Iceberg tables can be merged by it (a Delta table can be planned, not merged yet); on Delta, compact with OPTIMIZE or liquid clustering instead. Nothing was changed
         {%- endset %}
         {% do exceptions.raise_compiler_error(msg) %}
     {% endif %}

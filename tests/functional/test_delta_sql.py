@@ -870,7 +870,7 @@ class TestDeltaSql(InstallsDbtMerge):
             f"table spark_catalog.{schema}.delta_events has file_format delta "
             "(the config of model delta_events); "
             f"table spark_catalog.{schema}.loose_events has file_format parquet "
-            "(the provider of the table). Auto-merge plans need Iceberg metadata tables"
+            "(the provider of the table). Executing a plan needs Iceberg's metadata tables"
         )
         assert expected in text, text[-2000:]
         assert "on Delta, compact with OPTIMIZE or liquid clustering instead" in text

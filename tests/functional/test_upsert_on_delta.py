@@ -57,6 +57,7 @@ def runs(tmp_path_factory):
         project,
         NAME,
         root / "warehouse",
+        file_format="delta",
         table_format="delta",
         threads=2,
         log_dir=str(root / "logs"),
@@ -67,7 +68,9 @@ def runs(tmp_path_factory):
         },
     )
     config = yaml.safe_load((project / "dbt_project.yml").read_text())
-    config["models"] = {NAME: {short: {"+table_type": kind} for short, kind in TABLE_TYPES.items()}}
+    config["models"][NAME].update(
+        {short: {"+table_type": kind} for short, kind in TABLE_TYPES.items()}
+    )
     (project / "dbt_project.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     _models(project / "models")
     read = [f"{name}_{short}" for short in TABLE_TYPES for name in UPSERTS]

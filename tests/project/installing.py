@@ -17,11 +17,17 @@ SHORT_JVM = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseS
 
 
 def write_installing_project(
-    path: Path, name: str, warehouse: Path, profile: str | None = None, **target: object
+    path: Path,
+    name: str,
+    warehouse: Path,
+    profile: str | None = None,
+    file_format: str = "iceberg",
+    **target: object,
 ) -> None:
-    """dbt_project.yml (Iceberg by default), packages.yml and a `spark_session` profile
-    (named `profile`, by default `name`) whose dev target writes to `warehouse`;
-    `target` adds profile fields."""
+    """dbt_project.yml (the models' `file_format`, Iceberg by default), packages.yml and
+    a `spark_session` profile (named `profile`, by default `name`) whose dev target
+    writes to `warehouse`; `target` adds profile fields (`table_format="delta"` for
+    Delta tables)."""
     profile = profile or name
     (path / "models").mkdir(parents=True, exist_ok=True)
     project = {
@@ -29,7 +35,7 @@ def write_installing_project(
         "version": "1.0",
         "config-version": 2,
         "profile": profile,
-        "models": {name: {"+file_format": "iceberg"}},
+        "models": {name: {"+file_format": file_format}},
         "flags": {"send_anonymous_usage_stats": False},
     }
     (path / "dbt_project.yml").write_text(yaml.safe_dump(project, sort_keys=False))

@@ -408,6 +408,7 @@ def test_every_family_has_its_references():
         "dbt_merge.bin_packing.defragment",
         "dbt_merge.bin_packing.plan_offline",
         "dbt_merge.bin_packing.offline_report",
+        "dbt_merge.auto_merge.table_files",
         "auto_merge",
         "spark_session_profile",
         "spark_session_seed",
@@ -504,6 +505,7 @@ def python_default(parameter: inspect.Parameter) -> str:
         "dbt_merge.bin_packing.defragment",
         "dbt_merge.bin_packing.plan_offline",
         "dbt_merge.bin_packing.offline_report",
+        "dbt_merge.auto_merge.table_files",
         "dbt_merge.closure.connected_components",
     ],
 )

@@ -1,4 +1,5 @@
-"""`kill -9` of a real `dbt run` in the middle of an upsert (README "Guarantees").
+"""`kill -9` of a real `dbt run` in the middle of an upsert (README "Guarantees"), on an
+Iceberg and on a Delta table.
 
 A project that installs dbt_merge has two identical upsert models with provenance:
 `killed` and `twin`. Each delivery, `killed` first runs alone and its process group
@@ -7,6 +8,7 @@ batch first hashes 400M numbers, so the MERGE cannot have committed), then right
 provenance insert starts. After each kill the table is readable at its old or its new
 snapshot, the warehouse is free, and the next plain run of both models leaves `killed`
 equal to `twin`, which never failed: the same rows and the same provenance events.
+On Delta a snapshot is a table version (a commit file of its `_delta_log`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import DBT, process_env
 from tests.project.installing import SHORT_JVM, write_installing_project
@@ -47,13 +51,17 @@ UPSERT = (
 
 
 class Project:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, table_format: str):
         self.path = path
         self.warehouse = path / "warehouse"
+        # Iceberg's hadoop catalog: <warehouse>/<schema>/<table>; Delta: the metastore's
+        self.schema_dir = self.warehouse / ("killing.db" if table_format == "delta" else "killing")
         write_installing_project(
             path,
             "killing",
             self.warehouse,
+            file_format=table_format,
+            table_format=table_format,
             server_side_parameters={
                 "spark.master": "local[1]",
                 "spark.driver.memory": "1g",
@@ -111,7 +119,10 @@ class Project:
         return text
 
 
-def snapshots(spark, table: Path) -> list[int]:
+def snapshots(spark, table: Path, fmt: str) -> list[int]:
+    """The table's snapshots (Iceberg) or versions (Delta), oldest first."""
+    if fmt == "delta":
+        return sorted(int(commit.stem) for commit in (table / "_delta_log").glob("*.json"))
     return [
         r.snapshot_id
         for r in spark.read.format("iceberg")
@@ -121,45 +132,46 @@ def snapshots(spark, table: Path) -> list[int]:
     ]
 
 
-def rows(spark, table: Path) -> list[tuple]:
-    return sorted(tuple(r) for r in spark.read.format("iceberg").load(str(table)).collect())
+def rows(spark, table: Path, fmt: str) -> list[tuple]:
+    return sorted(tuple(r) for r in spark.read.format(fmt).load(str(table)).collect())
 
 
-def events(spark, table: Path) -> list[tuple]:
-    frame = spark.read.format("iceberg").load(f"{table}__provenance")
+def events(spark, table: Path, fmt: str) -> list[tuple]:
+    frame = spark.read.format(fmt).load(f"{table}__provenance")
     return sorted(
         tuple(r) for r in frame.select("event_type", "record_key", "old_row", "new_row").collect()
     )
 
 
-def test_a_killed_run_loses_nothing(spark, tmp_path):
-    project = Project(tmp_path / "p")
+@pytest.mark.parametrize("fmt", ["iceberg", "delta"])
+def test_a_killed_run_loses_nothing(spark, tmp_path, fmt):
+    project = Project(tmp_path / "p", fmt)
     project.dbt("deps")
     project.run(1)
-    killed = project.warehouse / "killing" / "killed"
-    twin = project.warehouse / "killing" / "twin"
+    killed = project.schema_dir / "killed"
+    twin = project.schema_dir / "twin"
 
     # 1. inside the MERGE: its source is still hashing, so it has not committed
-    before = snapshots(spark, killed)
+    before = snapshots(spark, killed, fmt)
     project.kill_at(2, r"merge into\s+\S*killed", stall_rows=400_000_000, after=1.0)
-    assert snapshots(spark, killed) == before, "killed before its commit: the old snapshot"
-    assert rows(spark, killed) == rows(spark, twin), "readable, as it was"
+    assert snapshots(spark, killed, fmt) == before, "killed before its commit: the old snapshot"
+    assert rows(spark, killed, fmt) == rows(spark, twin, fmt), "readable, as it was"
     project.run(2)  # the warehouse is free: no stale lock
-    assert rows(spark, killed) == rows(spark, twin)
-    assert events(spark, killed) == events(spark, twin)
+    assert rows(spark, killed, fmt) == rows(spark, twin, fmt)
+    assert events(spark, killed, fmt) == events(spark, twin, fmt)
 
     # 2. as the provenance insert starts: the MERGE has committed, its events may not have
-    before = snapshots(spark, killed)
+    before = snapshots(spark, killed, fmt)
     log = project.kill_at(3, r"insert into\s+\S*killed__provenance", stall_rows=0, after=0.0)
     assert "merge into" in log.lower()
-    after = snapshots(spark, killed)
+    after = snapshots(spark, killed, fmt)
     assert after[: len(before)] == before and len(after) == len(before) + 1, (
         "the MERGE committed one snapshot"
     )
     project.run(3)
-    assert rows(spark, killed) == rows(spark, twin)
-    assert events(spark, killed) == events(spark, twin), "no event lost, none doubled"
-    assert [r[:2] for r in events(spark, killed)] == [
+    assert rows(spark, killed, fmt) == rows(spark, twin, fmt)
+    assert events(spark, killed, fmt) == events(spark, twin, fmt), "no event lost, none doubled"
+    assert [r[:2] for r in events(spark, killed, fmt)] == [
         ("CREATE", "1"),
         ("CREATE", "2"),
         ("CREATE", "3"),
