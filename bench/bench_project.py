@@ -12,6 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
 WAREHOUSE = OUT / "warehouse"
+# a Delta project's own warehouse (its metastore holds the Delta tables)
+DELTA_WAREHOUSE = OUT / "warehouse-delta"
 
 # DBT_MERGE_BENCH_EVENT_LOG=<dir>: Spark writes its event log there (every job's time
 # and call site, for profiling a run; bench/spark_jobs.py prints them)
@@ -43,9 +45,11 @@ def local_session(driver_memory: str = "6g"):
 class BenchProject:
     """bench/out/<name>_project with the given models (file name → text)."""
 
-    def __init__(self, name: str, schema: str) -> None:
+    def __init__(self, name: str, schema: str, table_format: str = "iceberg") -> None:
         self.name = name
         self.schema = schema
+        self.table_format = table_format
+        self.warehouse = DELTA_WAREHOUSE if table_format == "delta" else WAREHOUSE
         self.path = OUT / f"{name}_project"
 
     def write(
@@ -85,7 +89,8 @@ class BenchProject:
                       method: session
                       schema: {self.schema}
                       threads: 2
-                      warehouse: {WAREHOUSE}
+                      table_format: {self.table_format}
+                      warehouse: {self.warehouse}
                       log_dir: {OUT / "logs"}
                       server_side_parameters:
                         spark.master: "local[2]"

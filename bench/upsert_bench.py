@@ -27,9 +27,14 @@ again. The contents of the two upsert tables are checked equal before and after.
 `--clustered`: the batch's stored keys are one contiguous range of ids (the first
 ones) instead of spread over the whole table, so few data files hold them.
 
+`--table-format delta`: every table is a Delta table (the profile's `table_format:
+delta`, its own warehouse), merge_on_read is Delta's deletion vectors, and dbt-spark's
+`merge` runs on Delta. The compaction step is left out there: execute_upsert_compaction
+is Iceberg only.
+
 Usage:
   .venv/bin/python bench/upsert_bench.py [--sizes 1000000,10000000] [--batch-rows N]
-      [--clustered] [--json bench/out/upsert.json]
+      [--clustered] [--table-format delta] [--json bench/out/upsert.json]
 `--sizes` are stored rows, one measurement each (fresh data every time); the batch
 is a tenth of the stored rows unless `--batch-rows` is given.
 """
@@ -47,28 +52,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from bench_project import OUT, WAREHOUSE, BenchProject  # noqa: E402
+from bench_project import OUT, BenchProject  # noqa: E402
 from spark_metrics import ShuffleMeter  # noqa: E402
 
 from dbt.adapters.spark_session import session as sessions  # noqa: E402
 
 SCHEMA = "bench_upsert"
-PROJECT = BenchProject("bench_upsert", SCHEMA)
+PROJECT = BenchProject("bench_upsert", SCHEMA)  # main() makes it again for --table-format
 COLUMNS = "id, ts, name, amount, region, is_deleted"
 MODELS = {
     "upserted.sql": """
-{{ config(materialized='incremental', incremental_strategy='upsert', file_format='iceberg',
+{{ config(materialized='incremental', incremental_strategy='upsert',
+          file_format=var('file_format'),
           unique_key='id', precombine_key='ts', delete_column='is_deleted') }}
 select * from {{ var('input') }}
 """,
     "upserted_mor.sql": """
-{{ config(materialized='incremental', incremental_strategy='upsert', file_format='iceberg',
+{{ config(materialized='incremental', incremental_strategy='upsert',
+          file_format=var('file_format'),
           unique_key='id', precombine_key='ts', delete_column='is_deleted',
           table_type='merge_on_read') }}
 select * from {{ var('input') }}
 """,
     "merged.sql": """
-{{ config(materialized='incremental', incremental_strategy='merge', file_format='iceberg',
+{{ config(materialized='incremental', incremental_strategy='merge',
+          file_format=var('file_format'),
           unique_key='id') }}
 select * from {{ var('input') }}
 """,
@@ -76,14 +84,16 @@ select * from {{ var('input') }}
 
 
 def generate(spark, table_rows: int, batch_rows: int, clustered: bool = False) -> dict:
-    """The stored rows, the raw batch and the deduplicated batch, as Iceberg tables."""
+    """The stored rows, the raw batch and the deduplicated batch, as tables of the
+    project's format."""
+    fmt = PROJECT.table_format
     spark.sql(f"create schema if not exists {SCHEMA}")
     rows = (
         "select id, 100 as ts, concat('name_', id) as name, cast(id % 1000 as double) as amount,"
         " concat('r', id % 50) as region, false as is_deleted"
     )
     spark.sql(
-        f"create or replace table {SCHEMA}.base using iceberg as {rows} from range({table_rows})"
+        f"create or replace table {SCHEMA}.base using {fmt} as {rows} from range({table_rows})"
     )
     updates = int(batch_rows * 0.30)
     deletes = int(batch_rows * 0.02)
@@ -115,9 +125,9 @@ def generate(spark, table_rows: int, batch_rows: int, clustered: bool = False) -
         f" concat('r', id % 50) as region, false as is_deleted from range({duplicates})"
     )
     parts = " union all ".join(f"({part})" for part in (changed, deleted, inserted, duplicated))
-    spark.sql(f"create or replace table {SCHEMA}.batch using iceberg as {parts}")
+    spark.sql(f"create or replace table {SCHEMA}.batch using {fmt} as {parts}")
     spark.sql(
-        f"create or replace table {SCHEMA}.batch_dedup using iceberg as"
+        f"create or replace table {SCHEMA}.batch_dedup using {fmt} as"
         f" select {COLUMNS} from (select *, row_number() over (partition by id order by ts desc)"
         f" as version from {SCHEMA}.batch) where version = 1"
     )
@@ -137,7 +147,8 @@ def generate(spark, table_rows: int, batch_rows: int, clustered: bool = False) -
 
 def run_model(model: str, table: str, full_refresh: bool = False) -> tuple[float, int]:
     """dbt's node time of one run of the model, and the shuffle bytes it wrote."""
-    args = ["run", "--select", model, "--vars", json.dumps({"input": f"{SCHEMA}.{table}"})]
+    chosen = {"input": f"{SCHEMA}.{table}", "file_format": PROJECT.table_format}
+    args = ["run", "--select", model, "--vars", json.dumps(chosen)]
     meter = ShuffleMeter()
     result = PROJECT.dbt(*args, *(["--full-refresh"] if full_refresh else []))
     return round(result.result[0].execution_time, 1), meter.shuffle_bytes()
@@ -159,6 +170,16 @@ def scan(spark, table: str) -> float:
 
 
 def files(spark, table: str) -> dict:
+    """Data files and delete files (Iceberg), or data files and deletion vectors (Delta)."""
+    if PROJECT.table_format == "delta":
+        from pyspark.sql import DataFrame
+
+        jss = spark._jsparkSession
+        identifier = jss.sessionState().sqlParser().parseTableIdentifier(f"{SCHEMA}.{table}")
+        log = spark._jvm.org.apache.spark.sql.delta.DeltaLog
+        listed = DataFrame(log.forTableWithSnapshot(jss, identifier)._2().allFiles().toDF(), spark)
+        found = listed.selectExpr("count(*)", "count(deletionVector)").first()
+        return {"data_files": found[0], "deletion_vectors": found[1]}
     rows = spark.sql(f"select content, count(*) from {SCHEMA}.{table}.files group by 1").collect()
     found = dict(rows)
     return {"data_files": found.get(0, 0), "delete_files": found.get(1, 0)}
@@ -221,10 +242,16 @@ def measure(spark, table_rows: int, batch_rows: int, clustered: bool = False) ->
     ).first()[0]
     assert differ == 0, "copy_on_write and merge_on_read give different rows"
     scans = {model: scan(spark, model) for model in ("merged", "upserted")}
-    compaction = compact(spark, "upserted_mor")
+    if PROJECT.table_format == "delta":  # execute_upsert_compaction is Iceberg only
+        none = {"compaction_s": None, "scan_after_s": None, "files_after": None}
+        compaction = {"scan_before_s": scan(spark, "upserted_mor"), **none}
+        compaction["files_before"] = files(spark, "upserted_mor")
+    else:
+        compaction = compact(spark, "upserted_mor")
     print(f"scans: {scans}, merge_on_read: {json.dumps(compaction)}", flush=True)
     return {
         **counts,
+        "table_format": PROJECT.table_format,
         "merge_s": merge_s,
         "upsert_s": upsert_s,
         "rounds": times,
@@ -237,7 +264,8 @@ def measure(spark, table_rows: int, batch_rows: int, clustered: bool = False) ->
         "scan_mor_ratio": round(compaction["scan_before_s"] / scans["upserted"], 2),
         "compaction_s": compaction["compaction_s"],
         "scan_mor_compacted_s": compaction["scan_after_s"],
-        "scan_mor_compacted_ratio": round(compaction["scan_after_s"] / scans["upserted"], 2),
+        "scan_mor_compacted_ratio": compaction["scan_after_s"]
+        and round(compaction["scan_after_s"] / scans["upserted"], 2),
         "mor_files": {"before": compaction["files_before"], "after": compaction["files_after"]},
         "merge_shuffle_bytes": max(shuffled["merged"]),
         "upsert_shuffle_bytes": max(shuffled["upserted"]),
@@ -258,14 +286,21 @@ def main() -> None:
     parser.add_argument(
         "--clustered", action="store_true", help="the batch's stored keys are one id range"
     )
-    parser.add_argument("--json", type=Path, default=OUT / "upsert.json")
+    parser.add_argument("--table-format", choices=("iceberg", "delta"), default="iceberg")
+    parser.add_argument("--json", type=Path, help="default: bench/out/upsert[_delta].json")
     args = parser.parse_args()
+    global PROJECT
+    PROJECT = BenchProject("bench_upsert", SCHEMA, args.table_format)
+    suffix = "_delta" if args.table_format == "delta" else ""
+    args.json = args.json or OUT / f"upsert{suffix}.json"
     sizes = [args.table_rows] if args.table_rows else [int(s) for s in args.sizes.split(",")]
 
     PROJECT.write(MODELS)
     PROJECT.dbt("deps")
     spark = sessions.get_session(
-        sessions.SessionSettings(warehouse=WAREHOUSE, log_dir=OUT / "logs")
+        sessions.SessionSettings(
+            warehouse=PROJECT.warehouse, log_dir=OUT / "logs", table_format=args.table_format
+        )
     )
     results = [
         measure(spark, size, args.batch_rows or size // 10, args.clustered) for size in sizes
