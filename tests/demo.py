@@ -117,6 +117,43 @@ def read_tables(spark, warehouse: Path) -> dict[str, tuple[list[tuple[str, str]]
     return {name: read_table(spark, *table) for name, table in stored_tables(warehouse).items()}
 
 
+def table_differences(
+    reference: dict, other: dict, here: str, there: str, left_out: dict | None = None
+) -> tuple[list[str], int]:
+    """How the tables of `other` differ from those of `reference` (both as `read_tables`
+    gives them; `here` and `there` say where each was built, e.g. "locally"), and how
+    many rows were compared. `left_out`: per table, the columns not compared, or None to
+    leave the table out."""
+    left_out = left_out or {}
+    differences = []
+    row_count = 0
+    for name, (columns, rows) in sorted(reference.items()):
+        dropped = left_out.get(name, set())
+        if dropped is None:
+            continue
+        other_columns, other_rows = other[name]
+        if other_columns != columns:
+            differences.append(f"{name}: columns {other_columns} != {columns}")
+            continue
+        rows, other_rows = _without(rows, dropped), _without(other_rows, dropped)
+        if other_rows != rows:
+            only_there = [r[:500] for r in sorted(set(other_rows) - set(rows))[:3]]
+            only_here = [r[:500] for r in sorted(set(rows) - set(other_rows))[:3]]
+            differences.append(
+                f"{name}: {len(other_rows)} rows {there}, {len(rows)} {here};"
+                f" only {there} {only_there}; only {here} {only_here}"
+            )
+        row_count += len(rows)
+    return differences, row_count
+
+
+def _without(rows: list[str], columns: set[str]) -> list[str]:
+    if not columns:
+        return rows
+    kept = [{k: v for k, v in json.loads(row).items() if k not in columns} for row in rows]
+    return sorted(json.dumps(row, sort_keys=True) for row in kept)
+
+
 def copy_project(dest: Path) -> Path:
     """The repository's dbt project as it is now: dbt_project.yml, profiles.yml and the
     folders dbt_project.yml names (Python files of the test folder left out)."""
@@ -142,12 +179,28 @@ def copy_project(dest: Path) -> Path:
     return dest
 
 
+def _short_driver(profiles: Path, target: str) -> None:
+    """The driver JVM of `target` in a copied profiles.yml compiles with C1 alone, as the
+    test run's own session does (tests/conftest.py): with two workers and a build
+    beside them on two cores, CPU is what a run waits for."""
+    from tests.conftest import SPARK_SETTINGS
+
+    config = yaml.safe_load(profiles.read_text())
+    outputs = next(iter(config.values()))["outputs"]
+    parameters = outputs[target].setdefault("server_side_parameters", {})
+    options = SPARK_SETTINGS["spark.driver.extraJavaOptions"]
+    parameters["spark.driver.extraJavaOptions"] = options
+    profiles.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
 class Build:
-    """`dbt build --target <target>` of the repository's demo in a process of its own."""
+    """`dbt build --target <target>` of the repository's demo in a process of its own
+    (the project a copy: its profile's driver JVM gets the test run's C1 options)."""
 
     def __init__(self, target: str, project: Path, run_dir: Path, env: dict[str, str]) -> None:
         self.target = target
         self.run_dir = run_dir
+        _short_driver(project / "profiles.yml", target)
         self.warehouse = run_dir / "warehouse"
         self.output = run_dir / "dbt.out"
         run_dir.mkdir(parents=True)

@@ -30,7 +30,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.conftest import process_env as _env
-from tests.demo import Build, copy_project, read_tables
+from tests.demo import Build, copy_project, read_tables, table_differences
 
 pytestmark = pytest.mark.cluster
 
@@ -181,20 +181,7 @@ def test_cluster_build_stores_what_the_local_build_stores(spark, builds):
     assert {"customers", "demo_customer_activity", "message_bundles", "sesam_golden"} <= set(
         local
     ), sorted(local)
-    differences = []
-    row_count = 0
-    for name, (columns, rows) in sorted(local.items()):
-        cluster_columns, cluster_rows = on_cluster[name]
-        if cluster_columns != columns:
-            differences.append(f"{name}: columns {cluster_columns} != {columns}")
-        elif cluster_rows != rows:
-            only_cluster = [r[:500] for r in sorted(set(cluster_rows) - set(rows))[:3]]
-            only_local = [r[:500] for r in sorted(set(rows) - set(cluster_rows))[:3]]
-            differences.append(
-                f"{name}: {len(cluster_rows)} rows on the cluster, {len(rows)} locally;"
-                f" only on the cluster {only_cluster}; only locally {only_local}"
-            )
-        row_count += len(rows)
+    differences, row_count = table_differences(local, on_cluster, "locally", "on the cluster")
     assert differences == [], "\n".join(differences)
     assert row_count > 5000, "the demo's tables are not empty"
 

@@ -21,7 +21,7 @@ import json
 import pytest
 
 from tests.conftest import process_env
-from tests.demo import Build, copy_project, read_tables, stored_tables
+from tests.demo import Build, copy_project, read_tables, stored_tables, table_differences
 
 pytestmark = pytest.mark.delta
 
@@ -72,14 +72,6 @@ def builds(request, tmp_path_factory, spark):
     return build, iceberg, read_tables(spark, build.warehouse)
 
 
-def _without(rows: list[str], columns: set[str]) -> list[str]:
-    kept = []
-    for row in rows:
-        values = json.loads(row)
-        kept.append(json.dumps({k: v for k, v in values.items() if k not in columns}))
-    return sorted(kept)
-
-
 def test_every_table_of_the_delta_build_is_a_delta_table(builds):
     build, _, _ = builds
     formats = {name: fmt for name, (_, fmt) in stored_tables(build.warehouse).items()}
@@ -92,25 +84,13 @@ def test_every_table_of_the_delta_build_is_a_delta_table(builds):
 def test_the_delta_build_stores_what_the_iceberg_build_stores(builds):
     _, iceberg, on_delta = builds
     assert sorted(on_delta) == sorted(set(iceberg) - ICEBERG_ONLY)
-    differences = []
-    row_count = 0
-    for name, (columns, rows) in sorted(iceberg.items()):
-        dependent = FILE_SIZE_DEPENDENT.get(name, set())
-        if name in ICEBERG_ONLY or dependent is None:
-            continue
-        delta_columns, delta_rows = on_delta[name]
-        if delta_columns != columns:
-            differences.append(f"{name}: columns {delta_columns} != {columns}")
-            continue
-        rows, delta_rows = _without(rows, dependent), _without(delta_rows, dependent)
-        if delta_rows != rows:
-            only_delta = [r[:500] for r in sorted(set(delta_rows) - set(rows))[:3]]
-            only_iceberg = [r[:500] for r in sorted(set(rows) - set(delta_rows))[:3]]
-            differences.append(
-                f"{name}: {len(delta_rows)} rows on Delta, {len(rows)} on Iceberg;"
-                f" only on Delta {only_delta}; only on Iceberg {only_iceberg}"
-            )
-        row_count += len(rows)
+    differences, row_count = table_differences(
+        {k: v for k, v in iceberg.items() if k not in ICEBERG_ONLY},
+        on_delta,
+        "on Iceberg",
+        "on Delta",
+        FILE_SIZE_DEPENDENT,
+    )
     assert differences == [], "\n".join(differences)
     assert row_count > 5000, "the demo's tables are not empty"
 
