@@ -31,7 +31,8 @@ def plan_table(
     model_name: str,
     config: Mapping[str, Any] | None = None,
 ) -> Any:
-    """Plan the auto-merge of an Iceberg table from its own metadata tables.
+    """Plan the auto-merge of an Iceberg table from its own metadata tables (of a Delta
+    table from its log: ``dbt_merge.auto_merge.delta``).
 
     The ranges are the table's data files ordered by a sort column (``source:
     files``, the default; from ``<table>.data_files`` and its ``readable_metrics``) or
@@ -68,8 +69,8 @@ def plan_table(
         (``dbt_merge.execute_auto_merge``) uses.
 
     Raises:
-        AutoMergeError: bad options, a table that is not Iceberg, files that overlap
-            on the sort column.
+        AutoMergeError: bad options, a table that is neither Iceberg nor Delta, files
+            that overlap on the sort column.
 
     Examples:
         >>> plan = plan_table(spark, "db.events", model_name="events_plan",
@@ -249,7 +250,10 @@ def _load_iceberg_table(session: Any, name: str, model_name: str) -> Any:
     except Exception as exc:  # a Py4JJavaError: no such table, or not Iceberg
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise setting_error(
-            model_name, "table", f"must be an Iceberg table ({message[:200]})", repr(name)
+            model_name,
+            "table",
+            f"must be an Iceberg or a Delta table ({message[:200]})",
+            repr(name),
         ) from None
 
 
