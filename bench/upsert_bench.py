@@ -172,12 +172,9 @@ def scan(spark, table: str) -> float:
 def files(spark, table: str) -> dict:
     """Data files and delete files (Iceberg), or data files and deletion vectors (Delta)."""
     if PROJECT.table_format == "delta":
-        from pyspark.sql import DataFrame
+        from dbt_merge.auto_merge import delta
 
-        jss = spark._jsparkSession
-        identifier = jss.sessionState().sqlParser().parseTableIdentifier(f"{SCHEMA}.{table}")
-        log = spark._jvm.org.apache.spark.sql.delta.DeltaLog
-        listed = DataFrame(log.forTableWithSnapshot(jss, identifier)._2().allFiles().toDF(), spark)
+        listed = delta.load_table(spark, "spark_catalog", f"{SCHEMA}.{table}").all_files
         found = listed.selectExpr("count(*)", "count(deletionVector)").first()
         return {"data_files": found[0], "deletion_vectors": found[1]}
     rows = spark.sql(f"select content, count(*) from {SCHEMA}.{table}.files group by 1").collect()

@@ -58,21 +58,18 @@ def main(steps_file: str) -> int:
 
 
 def read(schema: str, names: list[str], columns: str) -> dict:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
+
+    from dbt_merge.auto_merge import delta
 
     spark = SparkSession.builder.getOrCreate()  # the session dbt's adapter started
-    jvm, jss = spark._jvm, spark._jsparkSession
     tables, files, properties = {}, {}, {}
     for name in names:
         qualified = f"{schema}.{name}"
         tables[name] = [
             list(r) for r in spark.sql(f"select {columns} from {qualified} order by 1").collect()
         ]
-        identifier = jss.sessionState().sqlParser().parseTableIdentifier(qualified)
-        snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot(
-            jss, identifier
-        )._2()
-        listed = DataFrame(snapshot.allFiles().toDF(), spark).selectExpr(
+        listed = delta.load_table(spark, "spark_catalog", qualified).all_files.selectExpr(
             "path", "coalesce(deletionVector.cardinality, 0) as deleted"
         )
         files[name] = {r["path"]: r["deleted"] for r in listed.collect()}

@@ -22,9 +22,9 @@ from dbt_merge.auto_merge.rules import MergeabilityRule
 from dbt_merge.core.sql import quote_identifier, string_literal
 
 # the types Delta keeps min/max statistics for (StatisticsCollection): numbers, dates,
-# timestamps and strings
-_STATS_TYPES = ("byte", "short", "int", "long", "bigint", "float", "double", "decimal")
-_STATS_TYPES += ("date", "timestamp", "timestamp_ntz", "string", "tinyint", "smallint")
+# timestamps and strings, by Spark's simpleString names
+_STATS_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
+_STATS_TYPES += ("date", "timestamp", "timestamp_ntz", "string")
 
 
 def load_table(session: Any, catalog_name: str, table_name: str) -> DeltaTableFiles | None:

@@ -76,10 +76,8 @@ def plan_table(
         >>> plan = plan_table(spark, "db.events", model_name="events_plan",
         ...                   config={"sort_column": "event_date", "threshold": 0.5})
     """
-    catalog_name, table_name = _table_identity(session, table, model_name)
-    stored = delta.load_table(session, catalog_name, table_name) or _IcebergTable(
-        session, catalog_name, table_name, model_name
-    )
+    stored = _stored_table(session, table, model_name)
+    catalog_name, table_name = stored.layout.catalog_name, stored.layout.table_name
     options = read_options(config, stored.properties, model_name=model_name, table_name=table_name)
     layout = stored.layout
     partition_types = layout.partition_types
@@ -136,11 +134,16 @@ def table_files(session: Any, table: Any, *, model_name: str) -> Any:
 
     ``table`` is a name or a DataFrame that reads a table, as for ``plan_table``.
     """
+    return _stored_table(session, table, model_name).file_sizes()
+
+
+def _stored_table(session: Any, table: Any, model_name: str) -> Any:
+    """The planner's reader of ``table``: Delta's when it is a Delta table, else Iceberg's
+    (which names a table of neither format)."""
     catalog_name, table_name = _table_identity(session, table, model_name)
-    stored = delta.load_table(session, catalog_name, table_name) or _IcebergTable(
+    return delta.load_table(session, catalog_name, table_name) or _IcebergTable(
         session, catalog_name, table_name, model_name
     )
-    return stored.file_sizes()
 
 
 def _table_identity(session: Any, table: Any, model_name: str) -> tuple[str, str]:

@@ -135,7 +135,7 @@ def ensure(jar: Jar) -> Path:
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
+def main() -> int:
     """``dbt-merge-jars``: fetch every pinned jar that is missing and list them all."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
