@@ -126,20 +126,56 @@ def dbt_profile_target():
     }
 
 
+THRIFT_SERVER = [sys.executable, str(ROOT / "scripts" / "thrift_server.py")]
+
+
+@pytest.fixture(scope="session")
+def thrift_server(tmp_path_factory):
+    """A Spark Thrift Server (scripts/thrift_server.py) on a free port with its state in
+    a temporary folder, for the tests on dbt-spark's thrift method (test_thrift.py,
+    tests/peer/test_peer_thrift.py: one unit of the schedule, so one server). Yields
+    the environment of a dbt process that reaches it (the thrift target reads the
+    port from DBT_MERGE_THRIFT_PORT); stopped at the end, and then nothing of it runs."""
+    import socket
+    import subprocess
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    folder = tmp_path_factory.mktemp("thrift")
+    env = process_env(DBT_MERGE_THRIFT_PORT=str(port), DBT_MERGE_THRIFT_DIR=str(folder))
+    pids = []
+    try:
+        up = subprocess.run(
+            [*THRIFT_SERVER, "up"], env=env, capture_output=True, text=True, timeout=600
+        )
+        assert up.returncode == 0, up.stdout + up.stderr
+        pids.append(int((folder / "server.pid").read_text()))
+        yield env
+    finally:  # also after a failed start
+        down = subprocess.run([*THRIFT_SERVER, "down"], env=env, capture_output=True, text=True)
+    assert down.returncode == 0, down.stdout + down.stderr
+    (pid,) = pids
+    assert not (folder / "server.pid").exists(), "the pid file is left"
+    assert not Path(f"/proc/{pid}").exists(), "the server's JVM still runs"
+    status = subprocess.run([*THRIFT_SERVER, "status"], env=env, capture_output=True, text=True)
+    assert status.returncode == 1 and "not running" in status.stdout
+
+
 @pytest.fixture(scope="session")
 def demo_build(request, spark):
     """The demo's `dbt build --full-refresh` in this process (tests/demo.py), once per
     run: the demo tests (tests/project/test_demo_project.py) go on from it and the
-    cluster test (tests/cluster) and the Delta test (tests/project/test_delta_demo.py)
-    compare their builds with it. Returns each node's status and, when the run has one
-    of those, every stored table as the build
-    left it (the demo tests change them), else None."""
+    cluster test (tests/cluster), the Delta test (tests/project/test_delta_demo.py) and
+    the Thrift test (tests/functional/test_thrift.py) compare their builds with it.
+    Returns each node's status and, when the run has one of those, every stored table
+    as the build left it (the demo tests change them), else None."""
     from tests import demo
 
     result = demo.dbt("build", "--full-refresh")
     statuses = {r.node.name: r.status for r in result.result}
     compared = any(
-        item.get_closest_marker("cluster") or item.get_closest_marker("delta")
+        any(item.get_closest_marker(name) for name in ("cluster", "delta", "thrift"))
         for item in request.session.items
     )
     return statuses, demo.read_tables(spark, WAREHOUSE) if compared else None

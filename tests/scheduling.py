@@ -29,10 +29,12 @@ import pytest
 # xdist_group marks: xdist 3.8's loadgroup puts the group into a test's node id in a way
 # pytest 9 no longer reads, so marked tests were scheduled by file.)
 SHARED = {
-    # demo_build: the run's one local demo build, which both go on from
+    # demo_build: the run's one local demo build, which they go on from or compare with
     "tests/project/test_demo_project.py": "demo",
     "tests/cluster/test_cluster.py": "demo",
     "tests/project/test_delta_demo.py": "demo",
+    "tests/functional/test_thrift.py": "demo",
+    "tests/peer/test_peer_thrift.py": "demo",  # thrift_server, with test_thrift.py
 }
 # files whose tests are units of their own (they share nothing and must run apart)
 ALONE = {"tests/project/worker_probe.py"}

@@ -23,7 +23,7 @@
         {{ return(none) }}
     {% endif %}
     {% set events = dbt_merge.auto_merge_provenance(plan_relation) %}
-    {% do run_query(dbt_merge.get_create_auto_merge_provenance_sql(events)) %}
+    {% do dbt_merge._execute(dbt_merge.get_create_auto_merge_provenance_sql(events)) %}
     {% set recorded = run_query('select count(*) from ' ~ events ~ ' where table_name = ' ~ dbt_merge._sql_string(table) ~ ' and snapshot_id = ' ~ snapshot).rows[0][0] %}
     {% if recorded > 0 %}
         {{ return(none) }}
@@ -31,6 +31,6 @@
     {% set added = run_query('select data_file.file_path from ' ~ table ~ '.all_entries where status = 1 and snapshot_id = ' ~ snapshot ~ ' order by 1') %}
     {% set children = added.columns[0].values() | map('string') | list %}
     {% set result = {'rewritten_bytes_count': summary[0][1] or 0} %}
-    {% do run_query(dbt_merge._auto_merge_event_sql(events, plan_relation, table, merge, planned, children, result, snapshot)) %}
+    {% do dbt_merge._execute(dbt_merge._auto_merge_event_sql(events, plan_relation, table, merge, planned, children, result, snapshot)) %}
     {{ return(snapshot) }}
 {% endmacro %}

@@ -196,8 +196,8 @@
     {#-- 3. provenance: one JOIN event, old files -> new files --#}
     {% if parents %}
         {% set events = dbt_merge.auto_merge_provenance(plan_relation) %}
-        {% do run_query(dbt_merge.get_create_auto_merge_provenance_sql(events)) %}
-        {% do run_query(dbt_merge._auto_merge_event_sql(events, plan_relation, table, merge, parents, children, result, snapshot)) %}
+        {% do dbt_merge._execute(dbt_merge.get_create_auto_merge_provenance_sql(events)) %}
+        {% do dbt_merge._execute(dbt_merge._auto_merge_event_sql(events, plan_relation, table, merge, parents, children, result, snapshot)) %}
     {% endif %}
     {% do dbt_merge._failpoint('auto_merge.after_provenance') %}
     {% do log('auto-merge: executed ' ~ label ~ ': rewrote ' ~ result['rewritten_data_files_count'] ~ ' file(s) into ' ~ result['added_data_files_count'] ~ ' in snapshot ' ~ snapshot, info=true) %}

@@ -40,6 +40,9 @@
     {% if not execute %}
         {{ return('select cast(null as string) as src, cast(null as string) as dst, cast(null as bigint) as fingerprint, cast(null as bigint) as `_batch`, cast(null as string) as declaration, cast(null as bigint) as change_mark') }}
     {% endif %}
+    {% if config.get('materialized') == 'incremental' and config.get('incremental_strategy') == 'entity_state' %}
+        {% do dbt_merge._refuse_entity_state() %}
+    {% endif %}
     {% set incremental = is_incremental() %}
     {% set follows_columns = spec.datasets | selectattr('change_sql') | list | length > 0 %}
     {% set digested = dbt_merge._entity_uses_digest(spec) %}

@@ -16,9 +16,9 @@
         {%- do dbt_merge._upsert_check_file_format(file_format) %}
         {{- return(raw_strategy) }}
     {%- elif raw_strategy == 'entity_state' %}
-        {%- do exceptions.raise_compiler_error("dbt_merge in model " ~ model.name ~ ": incremental_strategy 'entity_state' runs on the spark_session adapter only (it writes the merge's state in steps around its MERGE), not on " ~ adapter.type() ~ ". Materialize the edges as a table (or view) here, or run the model on the spark_session adapter") %}
+        {%- do dbt_merge._refuse_entity_state() %}
     {%- endif %}
-    {{- return(dbt_spark.dbt_spark_validate_get_incremental_strategy(raw_strategy, file_format)) }}
+    {{- return(dbt.dbt_spark_validate_get_incremental_strategy(raw_strategy, file_format)) }}
 {% endmacro %}
 
 
@@ -31,5 +31,15 @@
             'file_format': config.get('file_format'),
         })) }}
     {%- endif %}
-    {{- return(dbt_spark.dbt_spark_get_incremental_sql(strategy, source, target, existing, unique_key, incremental_predicates)) }}
+    {{- return(dbt.dbt_spark_get_incremental_sql(strategy, source, target, existing, unique_key, incremental_predicates)) }}
+{% endmacro %}
+
+
+{#-- incremental_strategy='entity_state' on an adapter other than spark_session: refused
+     by name, before anything is read or written (the edges model calls it as it
+     renders, dbt-spark's strategy check calls it again). --#}
+{% macro _refuse_entity_state() %}
+    {%- if adapter.type() != 'spark_session' %}
+        {%- do exceptions.raise_compiler_error("dbt_merge in model " ~ model.name ~ ": incremental_strategy 'entity_state' runs on the spark_session adapter only (it writes the merge's state in steps around its MERGE), not on " ~ adapter.type() ~ ". Materialize the edges as a table (or view) here, or run the model on the spark_session adapter") %}
+    {%- endif %}
 {% endmacro %}

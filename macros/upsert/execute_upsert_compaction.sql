@@ -220,7 +220,7 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
     {% set result = run_query(call_sql).rows[0] %}
     {% set dangling = run_query('select count(*) from ' ~ target ~ '.position_deletes as deletes left anti join ' ~ target ~ '.data_files as data on deletes.file_path = data.file_path').rows[0][0] %}
     {% if dangling > 0 %}
-        {% do run_query("call spark_catalog.system.rewrite_position_delete_files(table => " ~ dbt_merge._sql_string(target.schema ~ '.' ~ target.identifier) ~ ", options => map('rewrite-all', 'true'))") %}
+        {% do dbt_merge._execute("call spark_catalog.system.rewrite_position_delete_files(table => " ~ dbt_merge._sql_string(target.schema ~ '.' ~ target.identifier) ~ ", options => map('rewrite-all', 'true'))") %}
     {% endif %}
     {% set after = dbt_merge._auto_merge_selected_files(target, 'true') %}
     {% set parents = before | reject('in', after) | list %}
@@ -231,9 +231,9 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
          move past snapshots that only compacted --#}
     {% if parents %}
         {% set events = dbt_merge.auto_merge_provenance(target) %}
-        {% do run_query(dbt_merge.get_create_auto_merge_provenance_sql(events)) %}
+        {% do dbt_merge._execute(dbt_merge.get_create_auto_merge_provenance_sql(events)) %}
         {% set no_merge = {'merge_index': none, 'merge_min_key': none, 'merge_max_key': none} %}
-        {% do run_query(dbt_merge._auto_merge_event_sql(events, target, target.schema ~ '.' ~ target.identifier, no_merge, parents, children, result, snapshot)) %}
+        {% do dbt_merge._execute(dbt_merge._auto_merge_event_sql(events, target, target.schema ~ '.' ~ target.identifier, no_merge, parents, children, result, snapshot)) %}
     {% endif %}
     {% do dbt_merge._upsert_provenance_skip_compaction(target, before_snapshot, snapshot) %}
     {% do log('upsert compaction of ' ~ target ~ ': rewrote ' ~ (parents | length) ~ ' data file(s) with ' ~ outcome.delete_files ~ ' delete file(s) into ' ~ (children | length) ~ ' in snapshot ' ~ snapshot, info=true) %}

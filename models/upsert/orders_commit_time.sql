@@ -11,4 +11,8 @@
     )
 }}
 
-select * from {{ ref('stg_order_changes') }}
+{#-- on adapters that build the first run themselves (dbt-spark, dbt-databricks) the
+     block gives it the upsert's precombine; the spark_session adapter needs none --#}
+{% call dbt_merge.precombined() %}
+    select * from {{ ref('stg_order_changes') }}
+{% endcall %}

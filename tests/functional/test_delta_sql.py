@@ -371,6 +371,9 @@ NOT_SQL = {
     "_column_types": "returns column name -> type (a dict)",
     "require_python_models": "a pre-hook: renders nothing, or raises a compiler error",
     "dbt_spark_validate_strategy": "returns a strategy name, or raises (dbt-spark only)",
+    "_refuse_entity_state": "raises a compiler error off the spark_session adapter",
+    "_execute": "runs the statement it is given (each caller's SQL is checked where it "
+    "is rendered)",
     "_upsert_refuse_steps_after_merge": "raises a compiler error",
     "_upsert_check_file_format": "raises a compiler error",
     # entity merge
@@ -533,6 +536,10 @@ STATE_BRANCH = (
     "test_entity_merge_following.py and test_concurrent_writers.py)"
 )
 NOT_ON_DATABRICKS = {
+    "dbt_spark_validate_get_incremental_strategy": "the project's own routing on "
+    "dbt-spark (dbt_spark_validate_strategy's caller)",
+    "dbt_spark_get_incremental_sql": "the project's own routing on dbt-spark "
+    "(dbt_spark_incremental_sql's caller)",
     "dbt_spark_incremental_sql": "dbt-spark only (dbt-databricks finds "
     "get_incremental_upsert_sql itself); its upsert SQL is get_upsert_merge_sql's",
     "execute_auto_merge": "Iceberg only: a Delta table fails before anything runs "

@@ -4,29 +4,29 @@ project on `type: spark, method: thrift` that installs dbt_merge, routes the ups
 strategy through dbt-spark's two macros (docs/upserts.md) and wraps its selects in
 `dbt_merge.precombined()`. dbt runs as its own process (a Thrift client: no JVM).
 
-Upserts in two batches (event time with a delete column and a delete without an
-ordering value; commit time with Hudi's `_hoodie_is_deleted`; partial updates); Sesam's
-entity merge with its components from the SQL closure (`materialized='entity_components'`)
-and its generic tests, the golden records equal to the `spark_session` build's
-(test_entity_merge.py); a changed locked setting, provenance and a Python model refused
-by name, and nothing left running after the server is stopped.
+The repository's demo on the `thrift` target (its default selector there leaves out the
+Python models and what needs them), compared table for table with the run's
+`spark_session` build of it (`demo_build`). Upserts in two batches (event time with a
+delete column and a delete without an ordering value; commit time with Hudi's
+`_hoodie_is_deleted`; partial updates); Sesam's entity merge with its components from
+the SQL closure (`materialized='entity_components'`) and its generic tests, the golden
+records equal to the `spark_session` build's (test_entity_merge.py); a changed locked
+setting, provenance and a Python model refused by name, and nothing left running after
+the server is stopped.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.conftest import DBT, ROOT
-from tests.conftest import process_env as _env
+from tests.demo import Build, copy_project, read_tables, stored_tables, table_differences
 from tests.functional.test_entity_merge import (
     SESAM_A,
     SESAM_B,
@@ -35,14 +35,11 @@ from tests.functional.test_entity_merge import (
     SESAM_MERGE,
 )
 
-SERVER = [sys.executable, str(ROOT / "scripts" / "thrift_server.py")]
+pytestmark = pytest.mark.thrift
+
 SCHEMA = "thrift_consumer"
-# the file docs/upserts.md tells a project on dbt-spark to add, as it stands there
-ROUTING = re.search(
-    r"```sql\n(-- macros/dbt_merge_on_dbt_spark\.sql\n.*?)```",
-    (ROOT / "docs" / "upserts.md").read_text(),
-    flags=re.S,
-).group(1)
+# the file docs/upserts.md tells a project on dbt-spark to add (it shows it from the repository)
+ROUTING = (ROOT / "macros" / "upsert" / "dbt_merge_on_dbt_spark.sql").read_text()
 # every batch of every model: batch number, key, value, ordering value, delete flag
 CHANGES = """batch,id,v,w,ts,gone
 1,1,a,x,1,false
@@ -79,6 +76,11 @@ MODELS = {
         "unique_key='id', precombine_key='ts', partial_update=true",
         "select id, v, w, coalesce(ts, 9) as ts",
     ),
+    # merge-on-read: the second batch writes position deletes, which the compaction
+    # run-operation rewrites away
+    "ups_mor.sql": _model(
+        "unique_key='id', precombine_key='ts', delete_column='gone', table_type='merge_on_read'"
+    ),
     "a_view.sql": "select * from {{ ref('changes') }}",
     # Sesam's example: edges (a view), components in SQL, golden records
     "sesam_edges.sql": "{{ dbt_merge.equality_edges('sesam') }}",
@@ -105,34 +107,13 @@ EXPECTED = {
     "ups_commit": {(1, "old", "old", 0), (3, "e", None, 5), (4, "f", "q", 1)},
     "ups_partial": {(1, "b", "y", 2), (2, "c", "z", 9), (3, "e", None, 5), (4, "f", "q", 1)},
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+EXPECTED["ups_mor"] = EXPECTED["ups_event"]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A Thrift server on a free port with its state in a temporary folder; stopped at
-    the end, and then nothing of it runs."""
-    folder = tmp_path_factory.mktemp("thrift")
-    env = _env(DBT_MERGE_THRIFT_PORT=str(_free_port()), DBT_MERGE_THRIFT_DIR=str(folder))
-    pids = []
-    try:
-        up = subprocess.run([*SERVER, "up"], env=env, capture_output=True, text=True, timeout=600)
-        assert up.returncode == 0, up.stdout + up.stderr
-        pids.append(int((folder / "server.pid").read_text()))
-        yield env
-    finally:  # also after a failed start
-        down = subprocess.run([*SERVER, "down"], env=env, capture_output=True, text=True)
-    assert down.returncode == 0, down.stdout + down.stderr
-    (pid,) = pids
-    assert not (folder / "server.pid").exists(), "the pid file is left"
-    assert not Path(f"/proc/{pid}").exists(), "the server's JVM still runs"
-    status = subprocess.run([*SERVER, "status"], env=env, capture_output=True, text=True)
-    assert status.returncode == 1 and "not running" in status.stdout
+def server(thrift_server) -> dict:
+    """The run's Thrift server (tests/conftest.py): a dbt process's environment."""
+    return thrift_server
 
 
 @pytest.fixture(scope="module")
@@ -185,6 +166,17 @@ def dbt(path: Path, env: dict, *args: str, batch: int = 1) -> subprocess.Complet
     )
 
 
+def run(env: dict, sql: str) -> None:
+    """A statement over Thrift whose result is not read."""
+    from pyhive import hive
+
+    connection = hive.connect(host="127.0.0.1", port=int(env["DBT_MERGE_THRIFT_PORT"]))
+    try:
+        connection.cursor().execute(sql)
+    finally:
+        connection.close()
+
+
 def rows(env: dict, sql: str) -> set[tuple]:
     from pyhive import hive
 
@@ -219,6 +211,35 @@ def test_upserts_in_two_batches_over_thrift(project, server, first_build):
     # the settings the first incremental run adopted are the table's lock
     (settings,) = rows(server, f"show tblproperties {SCHEMA}.ups_event ('dbt_merge.upsert')")
     assert '"precombine_key": ["ts"]' in settings[1], settings
+
+
+def test_merge_on_read_compaction_over_thrift(project, server, first_build):
+    """The merge-on-read model's second batch left position deletes; the compaction
+    run-operation's dry run changes nothing, its run rewrites them away with the rows
+    unchanged and records the rewrite in auto_merge_provenance."""
+    assert first_build.returncode == 0, first_build.stdout[-3000:]
+    second = dbt(project, server, "run", "-s", "ups_mor", batch=2)
+    assert second.returncode == 0, second.stdout[-3000:]
+    table = f"{SCHEMA}.ups_mor"
+    assert rows(server, f"select id, v, w, ts from {table}") == EXPECTED["ups_mor"]
+    ((deletes,),) = rows(server, f"select count(*) from {table}.position_deletes")
+    assert deletes > 0, "the second batch wrote no position delete"
+
+    def compaction(execute: bool) -> subprocess.CompletedProcess:
+        args = f"{{model: ups_mor, execute: {str(execute).lower()}}}"
+        op = "dbt_merge.execute_upsert_compaction"
+        result = dbt(project, server, "run-operation", op, "--args", args)
+        assert result.returncode == 0, result.stdout[-3000:]
+        return result
+
+    dry = compaction(False)
+    assert "upsert compaction dry run" in dry.stdout and "nothing was changed" in dry.stdout
+    assert rows(server, f"select count(*) from {table}.position_deletes") == {(deletes,)}
+    compaction(True)
+    assert rows(server, f"select count(*) from {table}.position_deletes") == {(0,)}
+    assert rows(server, f"select id, v, w, ts from {table}") == EXPECTED["ups_mor"]
+    events = rows(server, f"select table_name, event_type from {SCHEMA}.auto_merge_provenance")
+    assert (f"{SCHEMA}.ups_mor", "JOIN") in events, events
 
 
 def test_an_entity_merge_with_the_sql_closure_over_thrift(project, server, first_build):
@@ -268,3 +289,141 @@ def test_what_cannot_run_over_thrift_is_refused_by_name(project, server):
     assert "Python model py_model cannot run on the spark adapter" in output, output[-3000:]
     # the stored rows are as the last good run left them
     assert rows(server, f"select id, v, w, ts from {SCHEMA}.ups_event") == EXPECTED["ups_event"]
+
+
+def _sql_literal(value, sql_type: str) -> str:
+    """A typed Spark SQL literal of a plan row's value (as plan_files gives it)."""
+    if value is None:
+        return f"cast(null as {sql_type})"
+    if sql_type.startswith("array"):
+        return f"cast(array({', '.join(_sql_literal(v, 'string') for v in value)}) as {sql_type})"
+    if sql_type == "timestamp":
+        return f"timestamp'{value.isoformat(sep=' ')}'"
+    if sql_type == "string":
+        return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return f"cast({value} as {sql_type})"
+
+
+def test_auto_merge_of_an_existing_plan_over_thrift(project, server):
+    """An Iceberg table of four small files, planned by the package's planner
+    (dbt_merge.auto_merge.files.plan_files, from the table's data_files read over
+    Thrift, as plan_table reads them) into a table model of the consumer project;
+    `dbt run-operation dbt_merge.execute_auto_merge` over Thrift: the dry run changes
+    nothing, the run merges the four files into one with the rows unchanged and records
+    the merge in auto_merge_provenance."""
+    from dbt_merge.auto_merge.files import DataFile, plan_files
+    from dbt_merge.auto_merge.layout import PLAN_COLUMNS, TableLayout
+    from dbt_merge.auto_merge.options import read_options
+
+    table = f"{SCHEMA}.am_events"
+    run(server, f"create schema if not exists {SCHEMA}")
+    run(server, f"drop table if exists {table}")
+    run(server, f"create table {table} (id int, v string) using iceberg")
+    for key in (1, 2, 3, 4):  # a file each
+        run(server, f"insert into {table} values ({key}, 'v{key}')")
+    before = rows(server, f"select id, v from {table}")
+    listed = rows(
+        server,
+        "select file_path, file_size_in_bytes, record_count, readable_metrics.id.lower_bound,"
+        " readable_metrics.id.upper_bound from " + table + ".data_files",
+    )
+    assert len(listed) == 4, listed
+    files = [
+        DataFile(path, size, count, low, high, str(low), str(high))
+        for path, size, count, low, high in listed
+    ]
+    options = read_options({"sort_column": "id"}, {}, model_name="am_plan")
+    layout = TableLayout("spark_catalog", table, sort_column_type="int")
+    plan = plan_files(files, options, layout, model_name="am_plan")
+    assert [r["action"] for r in plan] == ["merge"] * 4, plan
+    values = ",\n".join(
+        "(" + ", ".join(_sql_literal(r[n], t) for n, t in PLAN_COLUMNS) + ")" for r in plan
+    )
+    names = ", ".join(f"`{n}`" for n, _ in PLAN_COLUMNS)
+    (project / "models" / "am_plan.sql").write_text(
+        "{{ config(materialized='table') }}\n"
+        f"select * from values\n{values}\nas plan({names})\n"
+    )
+    try:
+        built = dbt(project, server, "run", "-s", "am_plan")
+        assert built.returncode == 0, built.stdout[-3000:]
+        op = ["run-operation", "dbt_merge.execute_auto_merge", "--args"]
+        dry = dbt(project, server, *op, "{plan: am_plan}")
+        assert dry.returncode == 0, dry.stdout[-3000:]
+        assert "1 merge(s) would run, rewriting 4 files" in dry.stdout, dry.stdout[-3000:]
+        assert len(rows(server, f"select file_path from {table}.data_files")) == 4
+        done = dbt(project, server, *op, "{plan: am_plan, execute: true}")
+        assert done.returncode == 0, done.stdout[-3000:]
+        assert "1 merge(s) executed, 4 files -> 1" in done.stdout, done.stdout[-3000:]
+    finally:
+        os.remove(project / "models" / "am_plan.sql")
+    assert len(rows(server, f"select file_path from {table}.data_files")) == 1
+    assert rows(server, f"select id, v from {table}") == before
+    events = rows(
+        server,
+        f"select event_type, plan_model, size(parent_ids), size(child_ids)"
+        f" from {SCHEMA}.auto_merge_provenance where table_name = 'spark_catalog.{table}'",
+    )
+    assert events == {("JOIN", "am_plan", 4, 1)}, events
+
+
+# the demo's tables a dbt-spark build stores (selectors.yml: the default there): every
+# seed, and the SQL models that need no Python model and no spark_session step
+DEMO_ON_DBT_SPARK = {
+    "billing_accounts",
+    "crm_customer_changes",
+    "crm_customers",
+    "demo_events",
+    "message_events",
+    "order_changes",
+    "sesam_a",
+    "sesam_b",
+    "sesam_c",
+    "sesam_expected",
+    "support_contacts",
+    "upload_fragments",
+    "demo_event_log",
+    "orders",
+    "orders_commit_time",
+    "sesam_edges",
+}
+
+
+@pytest.fixture(scope="module")
+def demo_on_thrift(request, server, spark, tmp_path_factory):
+    """`dbt build --target thrift` of the repository's demo (a process of its own, a
+    Thrift client), the tables of the run's spark_session build, and the server's tables
+    read here by path."""
+    root = tmp_path_factory.mktemp("thrift_demo")
+    build = Build(
+        "thrift",
+        copy_project(root / "project"),
+        root / "run",
+        {**server, "DBT_MERGE_DEMO": "1"},
+        50,
+    )
+    try:
+        _, local = request.getfixturevalue("demo_build")
+        build.wait()
+    finally:
+        build.kill()
+    print(f"\nthrift demo build: {build.seconds:.1f} s")
+    warehouse = Path(server["DBT_MERGE_THRIFT_DIR"]) / "warehouse"
+    return warehouse, local, read_tables(spark, warehouse)
+
+
+def test_the_demo_on_thrift_stores_what_the_spark_session_build_stores(demo_on_thrift):
+    warehouse, local, on_thrift = demo_on_thrift
+    formats = {name: fmt for name, (_, fmt) in stored_tables(warehouse).items()}
+    # sesam_c: a parquet seed by config (Iceberg reserves its column _deleted)
+    assert formats.pop("sesam_c") == "parquet"
+    assert set(formats.values()) == {"iceberg"}, formats
+    assert set(on_thrift) == DEMO_ON_DBT_SPARK
+    differences, row_count = table_differences(
+        {name: local[name] for name in DEMO_ON_DBT_SPARK},
+        on_thrift,
+        "on spark_session",
+        "on thrift",
+    )
+    assert differences == [], "\n".join(differences)
+    assert row_count > 1000, "the demo's tables are not empty"

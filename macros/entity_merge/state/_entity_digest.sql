@@ -69,7 +69,7 @@
      empty. --#}
 {% macro _entity_stored_digest(relation) %}
     {% set digest = dbt_merge._entity_side_relation(relation, 'digest') %}
-    {% do run_query(
+    {% do dbt_merge._execute(
         'create table if not exists ' ~ digest ~ ' (dataset_offset int, bucket int, records bigint,'
         ~ ' digest bigint, buckets int, edges_snapshot string) using iceberg'
     ) %}
@@ -307,7 +307,7 @@ where not (
 {% macro _entity_digest_plan(action=none, relation=this, snapshots={}, source='') %}
     {% set name = (relation.schema ~ '__' ~ relation.identifier ~ '__dbt_merge_digest_plan') | lower %}
     {% if action is not none %}
-        {% do run_query(
+        {% do dbt_merge._execute(
             'create or replace temporary view ' ~ name ~ ' as select ' ~ dbt_merge._sql_string(action) ~ ' as action, '
             ~ dbt_merge._sql_string(tojson(snapshots, sort_keys=true)) ~ ' as snapshots, '
             ~ dbt_merge._sql_string(source) ~ ' as source'
@@ -343,14 +343,14 @@ where not (
         {#-- 'keep': the digest describes the datasets read at these snapshots now (a
              dataset rewritten with the same records has a new one) --#}
         {% if action == 'keep' and fromjson(snapshots) != dbt_merge._entity_digest_snapshots(digest) %}
-            {% do run_query('alter table ' ~ digest ~ ' set tblproperties (' ~ property ~ ')') %}
+            {% do dbt_merge._execute('alter table ' ~ digest ~ ' set tblproperties (' ~ property ~ ')') %}
         {% endif %}
         {{ return(none) }}
     {% endif %}
     {#-- the batch committed, the digest not yet: the next run compares every record --#}
     {% do dbt_merge._failpoint('entity_merge.before_digest') %}
     {% set snapshot = dbt_merge._table_version(target, 'iceberg') %}
-    {% do run_query(
+    {% do dbt_merge._execute(
         'create or replace table ' ~ digest ~ ' using iceberg tblproperties (' ~ property ~ ') as\n'
         ~ 'select dataset_offset, bucket, records, digest, '
         ~ dbt_merge._entity_digest_buckets() ~ ' as buckets, '

@@ -165,9 +165,9 @@
      it (identity first) fail here, before anything is written. --#}
 {% macro _entity_stage(part, select_sql) %}
     {% set relation = dbt_merge._entity_side_relation(this, part) %}
-    {% do run_query('drop table if exists ' ~ relation) %}
+    {% do dbt_merge._execute('drop table if exists ' ~ relation) %}
     {#-- Iceberg as the model is; otherwise the platform's default (Delta on Databricks) --#}
-    {% do run_query(
+    {% do dbt_merge._execute(
         'create table ' ~ relation
         ~ (' using iceberg' if config.get('file_format') == 'iceberg' else '')
         ~ ' as\n' ~ select_sql

@@ -46,7 +46,7 @@
 {{ dbt_merge._entity_state_replace_sql(target, source, columns) }}
         {%- else %}
             {%- set branch = dbt_merge._entity_state_branch(target, dbt_merge._entity_state_read_base(target, source, source_columns)) %}
-            {%- do run_query(dbt_merge._entity_state_replace_sql(target ~ '.branch_' ~ branch.name, source, columns)) %}
+            {%- do dbt_merge._execute(dbt_merge._entity_state_replace_sql(target ~ '.branch_' ~ branch.name, source, columns)) %}
             {%- do dbt_merge._failpoint('entity_merge.before_' ~ state_name ~ '_publish') %}
             {%- do dbt_merge._entity_state_publish(target, branch) %}
 select 'dbt_merge: the table was replaced by the rebuilt state on a branch and published' as entity_state
@@ -73,7 +73,7 @@ select 'dbt_merge: an empty batch, nothing to write' as entity_state
         {%- if placeholders %}
             {#-- a large batch of a state table: its new keys first, as placeholders, so
                  that the MERGE only updates and deletes --#}
-            {%- do run_query(dbt_merge._entity_state_placeholders_sql(written, source, keys, columns, '$stored' in source_columns)) %}
+            {%- do dbt_merge._execute(dbt_merge._entity_state_placeholders_sql(written, source, keys, columns, '$stored' in source_columns)) %}
             {%- do dbt_merge._entity_state_raise_broadcast(rows) %}
             {%- do dbt_merge._failpoint('entity_merge.before_' ~ state_name ~ '_merge') %}
         {%- endif %}
@@ -101,7 +101,7 @@ when not matched and not source.`$drop` then insert ({% for column in columns %}
             {%- endif %}
 {{ merge }}
         {%- else %}
-            {%- do run_query(dbt_merge._entity_state_rewrite_sql(written, source, keys, columns, rows <= 1000000) if rewrite else merge) %}
+            {%- do dbt_merge._execute(dbt_merge._entity_state_rewrite_sql(written, source, keys, columns, rows <= 1000000) if rewrite else merge) %}
             {%- do dbt_merge._failpoint('entity_merge.before_' ~ state_name ~ '_publish') %}
             {%- do dbt_merge._entity_state_publish(target, branch) %}
 select 'dbt_merge: the {{ "table was rewritten" if rewrite else "batch was written" }} on a branch and published' as entity_state
@@ -123,7 +123,7 @@ select 'dbt_merge: the {{ "table was rewritten" if rewrite else "batch was writt
 {% macro _entity_state_mark_read(relation) %}
     {%- set snapshot = dbt_merge._table_version(relation, 'iceberg') %}
     {%- if snapshot is not none %}
-        {%- do run_query('set ' ~ dbt_merge._entity_state_read_setting(relation) ~ ' = ' ~ snapshot) %}
+        {%- do dbt_merge._execute('set ' ~ dbt_merge._entity_state_read_setting(relation) ~ ' = ' ~ snapshot) %}
     {%- endif %}
 {% endmacro %}
 
@@ -138,7 +138,7 @@ select 'dbt_merge: the {{ "table was rewritten" if rewrite else "batch was writt
     {%- set setting = dbt_merge._entity_state_read_setting(target) %}
     {%- set marked = dbt_merge._session_setting(setting) %}
     {%- if marked is not none %}
-        {%- do run_query('reset ' ~ setting) %}
+        {%- do dbt_merge._execute('reset ' ~ setting) %}
     {%- endif %}
     {%- set read_at = run_query('select max(`$read_at`) from ' ~ source).rows[0][0] if '$read_at' in source_columns else none %}
     {{- return(read_at | string if read_at is not none else marked) -}}
@@ -160,10 +160,10 @@ select 'dbt_merge: the {{ "table was rewritten" if rewrite else "batch was writt
         ~ " and startswith(refs.name, 'dbt_merge_') and snapshots.committed_at < current_timestamp() - interval 1 day"
     ).rows %}
     {%- for row in stale %}
-        {%- do run_query('alter table ' ~ target ~ ' drop branch if exists `' ~ row[0] ~ '`') %}
+        {%- do dbt_merge._execute('alter table ' ~ target ~ ' drop branch if exists `' ~ row[0] ~ '`') %}
     {%- endfor %}
     {%- set name = 'dbt_merge_' ~ (invocation_id | replace('-', '_')) %}
-    {%- do run_query('alter table ' ~ target ~ ' create or replace branch `' ~ name ~ '` as of version ' ~ base) %}
+    {%- do dbt_merge._execute('alter table ' ~ target ~ ' create or replace branch `' ~ name ~ '` as of version ' ~ base) %}
     {{- return({'name': name, 'base': base | string}) -}}
 {% endmacro %}
 
@@ -176,7 +176,7 @@ select 'dbt_merge: the {{ "table was rewritten" if rewrite else "batch was writt
     {%- set main = dbt_merge._table_version(target, 'iceberg') %}
     {%- if main != base %}
         {%- if branch is not none %}
-            {%- do run_query('alter table ' ~ target ~ ' drop branch if exists `' ~ branch.name ~ '`') %}
+            {%- do dbt_merge._execute('alter table ' ~ target ~ ' drop branch if exists `' ~ branch.name ~ '`') %}
         {%- endif %}
         {%- do exceptions.raise_compiler_error(
             "dbt_merge: model " ~ model.name ~ ", table " ~ target ~ ": another writer committed (snapshot "
@@ -195,8 +195,8 @@ select 'dbt_merge: the {{ "table was rewritten" if rewrite else "batch was writt
      between the check and the call. --#}
 {% macro _entity_state_publish(target, branch) %}
     {%- do dbt_merge._entity_state_check_base(target, branch.base, branch) %}
-    {%- do run_query("call spark_catalog.system.fast_forward(" ~ dbt_merge._sql_string(target | string) ~ ", 'main', " ~ dbt_merge._sql_string(branch.name) ~ ")") %}
-    {%- do run_query('alter table ' ~ target ~ ' drop branch if exists `' ~ branch.name ~ '`') %}
+    {%- do dbt_merge._execute("call spark_catalog.system.fast_forward(" ~ dbt_merge._sql_string(target | string) ~ ", 'main', " ~ dbt_merge._sql_string(branch.name) ~ ")") %}
+    {%- do dbt_merge._execute('alter table ' ~ target ~ ' drop branch if exists `' ~ branch.name ~ '`') %}
 {% endmacro %}
 
 
@@ -371,9 +371,9 @@ where not source.`$drop`
         {{- return(none) -}}
     {%- endif %}
     {%- if saved is none %}
-        {%- do run_query('set ' ~ dbt_merge._entity_state_saved_threshold() ~ ' = ' ~ original) %}
+        {%- do dbt_merge._execute('set ' ~ dbt_merge._entity_state_saved_threshold() ~ ' = ' ~ original) %}
     {%- endif %}
-    {%- do run_query('set ' ~ name ~ ' = ' ~ needed) %}
+    {%- do dbt_merge._execute('set ' ~ name ~ ' = ' ~ needed) %}
 {% endmacro %}
 
 
@@ -384,8 +384,8 @@ where not source.`$drop`
     {%- endif %}
     {%- set saved = dbt_merge._session_setting(dbt_merge._entity_state_saved_threshold()) %}
     {%- if saved is not none %}
-        {%- do run_query('set spark.sql.autoBroadcastJoinThreshold = ' ~ saved) %}
-        {%- do run_query('reset ' ~ dbt_merge._entity_state_saved_threshold()) %}
+        {%- do dbt_merge._execute('set spark.sql.autoBroadcastJoinThreshold = ' ~ saved) %}
+        {%- do dbt_merge._execute('reset ' ~ dbt_merge._entity_state_saved_threshold()) %}
     {%- endif %}
 {% endmacro %}
 
