@@ -16,8 +16,16 @@ driver method, then prints
   buffers), which Spark bounds by spark.memory.fraction and spills: an upper bound
   of what the method holds, sampled, so short peaks can be missed.
 
+With --table, the graph is an existing edges table of the benchmarks' warehouse
+(bench/out/warehouse) instead, e.g. the entity benchmark's people_edges (its `src` and
+`dst`), measured once.
+
+The estimate uses the exact node count here (the closure counts them with HyperLogLog,
+2% error).
+
 Usage:
   .venv/bin/python bench/closure_memory_check.py [--sizes 1000000,3000000] [--width 8]
+  .venv/bin/python bench/closure_memory_check.py --table bench_entity_merge.people_edges
 """
 
 from __future__ import annotations
@@ -40,9 +48,11 @@ def _rss_bytes() -> int:
         return int(statm.read().split()[1]) * resource.getpagesize()
 
 
-def measure(edges: int, width: int) -> dict:
+def measure(edges: int, width: int, table: str | None = None) -> dict:
     """One size, in this process: the estimate and the measured need. width: the
-    names are `n<number>` left-padded with zeros to this many characters."""
+    names are `n<number>` left-padded with zeros to this many characters. table: an
+    edges table of the benchmarks' warehouse instead (src, dst; nulls as the closure
+    takes them)."""
     from pyspark.sql import functions as F
 
     from dbt.adapters.spark_session import session as sessions
@@ -53,20 +63,32 @@ def measure(edges: int, width: int) -> dict:
     work = Path(tempfile.mkdtemp(prefix="closure_memory_"))
     spark = sessions.get_session(
         sessions.SessionSettings(
-            warehouse=work / "warehouse",
+            warehouse=ROOT / "bench" / "out" / "warehouse" if table else work / "warehouse",
             log_dir=work / "logs",
             server_side_parameters={"spark.master": "local[2]", "spark.driver.memory": "12g"},
         )
     )
-    name = lambda c: F.concat(F.lit("n"), F.lpad(c.cast("string"), width - 1, "0"))  # noqa: E731
-    pairs = materialize(
-        spark.range(edges).select(
-            name(F.floor(F.rand(11) * edges).cast("long")).alias("s"),
-            name(F.floor(F.rand(12) * edges).cast("long")).alias("d"),
+    if table:
+        stored = spark.table(table).select(F.col("src").alias("s"), F.col("dst").alias("d"))
+        pairs = materialize(
+            stored.where(F.col("s").isNotNull() | F.col("d").isNotNull()).select(
+                F.coalesce("s", "d").alias("s"), F.coalesce("d", "s").alias("d")
+            )
         )
-    )
-    name_bytes = pairs.agg(F.sum(F.octet_length("s") + F.octet_length("d"))).first()[0]
-    need = driver_need(edges, name_bytes)
+    else:
+        name = lambda c: F.concat(F.lit("n"), F.lpad(c.cast("string"), width - 1, "0"))  # noqa: E731
+        pairs = materialize(
+            spark.range(edges).select(
+                name(F.floor(F.rand(11) * edges).cast("long")).alias("s"),
+                name(F.floor(F.rand(12) * edges).cast("long")).alias("d"),
+            )
+        )
+    ends = pairs.select(F.explode(F.array("s", "d")).alias("name"))
+    counted = ends.agg(
+        F.count(F.lit(1)), F.sum(F.octet_length("name")), F.countDistinct("name")
+    ).first()
+    edges, name_bytes, nodes = int(counted[0]) // 2, int(counted[1]), int(counted[2])
+    need = driver_need(edges, name_bytes, nodes)
 
     runtime = spark.sparkContext._jvm.java.lang.Runtime.getRuntime()
     used = lambda: runtime.totalMemory() - runtime.freeMemory()  # noqa: E731
@@ -106,31 +128,35 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000000,3000000")
     parser.add_argument("--width", type=int, default=8, help="characters of each name")
+    parser.add_argument("--table", help="an edges table of bench/out/warehouse instead")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one, args.width)), flush=True)
+        print(json.dumps(measure(args.one, args.width, args.table)), flush=True)
         return 0
     mib = 1024 * 1024
     print(
-        "| edges | nodes | name bytes | Python: estimate | measured peak"
-        " | JVM heap: estimate | measured peak |"
+        "| edges | nodes | name bytes | seconds | Python: estimate | measured peak | ratio"
+        " | JVM heap: estimate | measured peak | ratio |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for size in [int(s) for s in args.sizes.split(",")]:
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for size in [1] if args.table else [int(s) for s in args.sizes.split(",")]:
+        table = ["--table", args.table] if args.table else []
         child = subprocess.run(
-            [sys.executable, __file__, "--one", str(size), "--width", str(args.width)],
+            [sys.executable, __file__, "--one", str(size), "--width", str(args.width), *table],
             capture_output=True,
             text=True,
             cwd=ROOT,
             check=True,
         )
         row = json.loads(child.stdout.strip().splitlines()[-1])
+        ratio = {w: row[f"{w}_estimate"] / max(1, row[f"{w}_measured"]) for w in ("python", "jvm")}
         print(
             f"| {row['edges']:,} | {row['nodes']:,} | {row['name_bytes'] / mib:.0f} MiB"
-            f" | {row['python_estimate'] / mib:.0f} MiB"
-            f" | {row['python_measured'] / mib:.0f} MiB | {row['jvm_estimate'] / mib:.0f} MiB"
-            f" | {row['jvm_measured'] / mib:.0f} MiB |",
+            f" | {row['seconds']} | {row['python_estimate'] / mib:.0f} MiB"
+            f" | {row['python_measured'] / mib:.0f} MiB | {ratio['python']:.2f}"
+            f" | {row['jvm_estimate'] / mib:.0f} MiB | {row['jvm_measured'] / mib:.0f} MiB"
+            f" | {ratio['jvm']:.2f} |",
             flush=True,
         )
     return 0

@@ -219,11 +219,41 @@ def test_the_estimate_grows_with_edges_and_name_widths():
     wide = closure_memory.driver_need(1_000_000, 2 * 64 * 1_000_000)
     more = closure_memory.driver_need(2_000_000, 2 * 8 * 2_000_000)
     assert wide.python > small.python and wide.jvm > small.jvm
-    assert more.python == 2 * small.python and more.jvm == 2 * small.jvm
+    # past the fixed shares, twice the edges of the same names need twice the memory
+    python_fixed, jvm_fixed = closure_memory.PYTHON_FIXED_BYTES, closure_memory.JVM_FIXED_BYTES
+    assert more.python - python_fixed == 2 * (small.python - python_fixed)
+    assert more.jvm - jvm_fixed == 2 * (small.jvm - jvm_fixed)
     # 1M edges of 8-byte names: some hundreds of MB in Python, not GBs
     assert 200e6 < small.python < 1e9
     fits, _ = closure_memory.decide(1_000_000, 16_000_000, DriverMemory(8 << 30, 8 << 30))
     assert fits
+
+
+def test_the_estimate_is_its_formula_and_counted_nodes_lower_it():
+    """driver_need on small inputs against its formula: 10 edges of 4 names, names of
+    3 bytes (60 bytes of names, both ends)."""
+    need = closure_memory.driver_need(10, 60, nodes=4)
+    assert need.python == (
+        closure_memory.PYTHON_FIXED_BYTES
+        + closure_memory.PYTHON_BYTES_PER_EDGE * 10
+        + closure_memory.PYTHON_NAME_COPIES * 60
+        + closure_memory.PYTHON_BYTES_PER_NODE * 4
+        + 2 * 4 * 3
+    )
+    assert need.jvm == closure_memory.JVM_FIXED_BYTES + 60 + 8 * 10 + 2 * (4 * 3 + 4 * 4)
+    worst = closure_memory.driver_need(10, 60)  # no count: two new names an edge
+    assert worst == closure_memory.driver_need(10, 60, nodes=20)
+    assert worst.python > need.python and worst.jvm > need.jvm
+    # a count above the worst case (HyperLogLog's error) is capped at it
+    assert closure_memory.driver_need(10, 60, nodes=21) == worst
+
+
+def test_the_choice_names_the_counted_nodes(spark):
+    df = spark.createDataFrame([("a", "b"), ("b", "c"), ("x", "y")], "src string, dst string")
+    stats = ClosureStats()
+    connected_components(df, stats=stats, driver_free=DriverMemory(8 << 30, 8 << 30))
+    assert stats.method == "driver"
+    assert "3 edges, about 5 nodes, names of 1.0 bytes on average" in stats.reason, stats.reason
 
 
 def _bench_baselines():

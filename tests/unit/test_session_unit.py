@@ -131,6 +131,22 @@ def test_profile_settings_win_over_defaults(tmp_path):
     assert conf["spark.ui.enabled"] == "true"
 
 
+@pytest.mark.parametrize(
+    "physical_gib, memory",
+    [(24, "12g"), (8, "4g"), (3, "2g"), (1, "2g"), (25.9, "12g"), (256, "32g")],
+)
+def test_the_default_driver_memory_is_half_the_machine(physical_gib, memory):
+    assert sessions.default_driver_memory(int(physical_gib * (1 << 30))) == memory
+
+
+def test_the_driver_memory_default_follows_the_machine_and_a_profile_wins(tmp_path):
+    assert sessions.resolve_conf(_settings(tmp_path))["spark.driver.memory"] == (
+        sessions.default_driver_memory()
+    )
+    conf = sessions.resolve_conf(_settings(tmp_path, **{"spark.driver.memory": "3g"}))
+    assert conf["spark.driver.memory"] == "3g"
+
+
 def test_user_iceberg_jar_or_package_is_not_doubled(tmp_path):
     mine = "/opt/jars/iceberg-spark-runtime-3.5_2.12-1.9.0.jar"
     conf = sessions.resolve_conf(_settings(tmp_path, **{"spark.jars": mine}))

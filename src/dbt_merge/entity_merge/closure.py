@@ -54,6 +54,8 @@ MAX_ROUNDS_DEFAULT = 100
 # the distributed method closes what is left in one task once it has at most this many
 # edges (16 bytes each in the task's Arrow input, about 100 bytes in numpy and scipy)
 MAX_TASK_EDGES_DEFAULT = 4_000_000
+# relative standard error of the node count the memory estimate reads (HyperLogLog)
+NODE_COUNT_ERROR = 0.02
 
 
 class ClosureError(DbtMergeError):
@@ -135,13 +137,17 @@ def connected_components(
     pairs = pairs.where(F.col("s").isNotNull() | F.col("d").isNotNull()).select(
         F.coalesce("s", "d").alias("s"), F.coalesce("d", "s").alias("d")
     )
-    measured = pairs.agg(
-        F.count(F.lit(1)).alias("edges"),
-        F.sum(F.octet_length("s") + F.octet_length("d")).alias("name_bytes"),
+    # one pass: the edges, their names' bytes and (HyperLogLog, 2% error) the nodes,
+    # which the memory estimate needs
+    ends = pairs.select(F.explode(F.array("s", "d")).alias("name"))
+    measured = ends.agg(
+        F.count(F.lit(1)).alias("ends"),
+        F.sum(F.octet_length("name")).alias("name_bytes"),
+        F.approx_count_distinct("name", NODE_COUNT_ERROR).alias("nodes"),
     ).first()
-    stats.edges, name_bytes = int(measured["edges"]), int(measured["name_bytes"] or 0)
+    stats.edges, name_bytes = int(measured["ends"]) // 2, int(measured["name_bytes"] or 0)
     on_driver, stats.reason = choose_driver(
-        spark, stats.edges, name_bytes, max_driver_edges, driver_free
+        spark, stats.edges, name_bytes, max_driver_edges, driver_free, int(measured["nodes"])
     )
     logger.info("closure: %s method: %s", "driver" if on_driver else "distributed", stats.reason)
     if on_driver:
@@ -165,14 +171,19 @@ def connected_components(
 
 
 def choose_driver(
-    spark, edges: int, name_bytes: int, max_driver_edges: int | None, free: DriverMemory | None
+    spark,
+    edges: int,
+    name_bytes: int,
+    max_driver_edges: int | None,
+    free: DriverMemory | None,
+    nodes: int | None = None,
 ) -> tuple[bool, str]:
     """(driver method or not, why): max_driver_edges when given, else by memory."""
     if max_driver_edges is not None:
         fits = edges <= max_driver_edges
         relation = "<=" if fits else ">"
         return fits, f"{edges:,} edges {relation} max_driver_edges={max_driver_edges:,}"
-    return decide(edges, name_bytes, free if free is not None else driver_memory(spark))
+    return decide(edges, name_bytes, free if free is not None else driver_memory(spark), nodes)
 
 
 def _validate(

@@ -11,16 +11,20 @@ the closure measures anyway (edge rows and the bytes of their names), in two par
 * **Python process**: the Arrow table, a Python ``str`` per name (about 49 bytes of
   header plus its bytes), the pointer arrays pandas builds around them (concat,
   factorize's codes and hash table), scipy's sparse matrix (COO, then CSR) and the
-  per-node arrays of the labelling and the result. Nodes are counted as
-  ``NODES_PER_EDGE`` per edge, the worst case of a sparse graph where every edge
-  brings new names. These constants were measured when the driver method went
-  through pandas; it now keeps the names in Arrow (no ``str`` per name, no pandas
-  arrays) and sends the result back as Arrow IPC in a broadcast (two copies of the
-  result's bytes on the driver instead of pandas' objects). Measured again with
-  the Arrow method (``bench/closure_memory_check.py``, random graphs of 1M and 3M
-  edges): the Python estimate overstates the peak 1.5 to 2.2 times; the JVM estimate
-  was above the sampled live heap in every run but one (1M short names: 101 MiB
-  sampled against 69 MiB estimated, within ``DRIVER_SHARE``'s margin).
+  per-node arrays of the labelling and the result. The closure counts the nodes in
+  the pass that counts the edges (HyperLogLog, 2% error); without a count they are
+  taken as ``NODES_PER_EDGE`` per edge, the worst case of a sparse graph where every
+  edge brings new names.
+
+Each part also has a fixed share (the libraries the first call loads; the tasks'
+buffers). Measured with the Arrow method and the node count
+(``bench/closure_memory_check.py``, random graphs of 1M and 3M edges, 0.78 nodes an
+edge, names of 8 bytes, on a loaded machine), with the constants below: Python 386
+and 901 MiB estimated against peaks of 278 and 620 MiB (1.39 and 1.45 times); JVM 89
+and 170 MiB against sampled live heaps of 80 and 179 MiB (1.11 and 0.95). The entity
+benchmark's 25.5M edges of 15.4M nodes (names of about 15 bytes) come to about 7.4 GiB
+of Python, against a 5.2 GiB peak measured of the same steps outside the closure; the
+closure itself has not been measured at that size with these constants.
 
 ``driver_memory`` reads what the driver has free: the JVM's maximum heap less what it
 uses now, and the memory the operating system reports available (Linux
@@ -34,10 +38,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-# Python bytes per edge besides the names themselves: two str headers (2 x 49), the
-# object pointers of two columns, their concatenation and factorize's codes (2 x 8
-# each), factorize's hash table, COO/CSR indices and data, measured on 1M-edge graphs
-PYTHON_BYTES_PER_EDGE = 260
+# Python bytes per edge besides the names themselves: the collected batches' offsets,
+# their large-string copy and concatenation, the dictionary codes, COO/CSR indices and
+# data. Refitted on the Arrow method (bench/closure_memory_check.py, random graphs of
+# 1M and 3M edges with their node count): 260 when the method went through pandas
+PYTHON_BYTES_PER_EDGE = 160
+# what the first call costs whatever the graph: pyarrow.compute and scipy.sparse loaded
+PYTHON_FIXED_BYTES = 128 << 20
+# the JVM's own share whatever the graph: the tasks' buffers of the collect and of the
+# result's read (in local mode the tasks run in the driver's JVM)
+JVM_FIXED_BYTES = 48 << 20
 # Python bytes per node: the names array, labels, ranks, sort order, the result's
 # component column and its Arrow conversion (offsets), 8 bytes each
 PYTHON_BYTES_PER_NODE = 64
@@ -65,16 +75,18 @@ class DriverNeed:
     python: int
 
 
-def driver_need(edges: int, name_bytes: int) -> DriverNeed:
+def driver_need(edges: int, name_bytes: int, nodes: int | None = None) -> DriverNeed:
     """The driver method's estimated need for ``edges`` rows whose names (both ends
-    together) take ``name_bytes`` bytes of UTF-8."""
-    nodes = NODES_PER_EDGE * edges
+    together) take ``name_bytes`` bytes of UTF-8, with ``nodes`` distinct names (when
+    not known: ``NODES_PER_EDGE`` a row, the worst case)."""
+    nodes = NODES_PER_EDGE * edges if nodes is None else min(nodes, NODES_PER_EDGE * edges)
     mean_name = name_bytes / (2 * edges) if edges else 0.0
     node_name_bytes = int(nodes * mean_name)
     # in: every name with its 4-byte offset; out: (node, component) per node
-    jvm = name_bytes + 8 * edges + 2 * (node_name_bytes + 4 * nodes)
+    jvm = JVM_FIXED_BYTES + name_bytes + 8 * edges + 2 * (node_name_bytes + 4 * nodes)
     python = (
-        PYTHON_BYTES_PER_EDGE * edges
+        PYTHON_FIXED_BYTES
+        + PYTHON_BYTES_PER_EDGE * edges
         + PYTHON_NAME_COPIES * name_bytes
         + PYTHON_BYTES_PER_NODE * nodes
         + 2 * node_name_bytes
@@ -113,11 +125,16 @@ def _size(n: float) -> str:
     return f"{n:.1f} TiB"  # pragma: no cover
 
 
-def decide(edges: int, name_bytes: int, free: DriverMemory) -> tuple[bool, str]:
-    """(driver method fits, why) for ``edges`` rows of ``name_bytes`` name bytes."""
-    need = driver_need(edges, name_bytes)
+def decide(
+    edges: int, name_bytes: int, free: DriverMemory, nodes: int | None = None
+) -> tuple[bool, str]:
+    """(driver method fits, why) for ``edges`` rows of ``name_bytes`` name bytes and
+    ``nodes`` distinct names (None: not known)."""
+    need = driver_need(edges, name_bytes, nodes)
     mean = name_bytes / (2 * edges) if edges else 0.0
     graph = f"{edges:,} edges, names of {mean:.1f} bytes on average"
+    if nodes is not None:
+        graph = f"{edges:,} edges, about {nodes:,} nodes, names of {mean:.1f} bytes on average"
     for what, needed, available in (
         ("JVM heap (spark.driver.memory)", need.jvm, free.jvm_free),
         ("Python memory", need.python, free.python_free),

@@ -51,7 +51,13 @@ TABLE_FORMATS = ("iceberg", "delta")
 DELTA_ICEBERG_CATALOG = "iceberg"
 WAREHOUSE_KEY = "spark.sql.catalog.spark_catalog.warehouse"
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
-DRIVER_MEMORY_DEFAULT = "4g"
+# In local mode the driver is all of Spark (its tasks run in the driver's JVM), so its
+# default heap follows the machine: this share of the physical memory, in whole GiB,
+# within these bounds. The other half stays for the Python process (the closure's driver
+# method holds its Arrow and scipy arrays there), Python workers and the OS.
+DRIVER_MEMORY_SHARE = 0.5
+DRIVER_MEMORY_MIN_GIB = 2
+DRIVER_MEMORY_MAX_GIB = 32
 WAREHOUSE_WAIT_DEFAULT = 0  # seconds; by default a second process fails at once
 WAREHOUSE_LOCK = ".dbt_merge_session.lock"
 
@@ -96,7 +102,7 @@ def default_conf(settings: SessionSettings) -> dict[str, str]:
     return {
         "spark.master": "local[*]",
         "spark.app.name": "dbt_merge",
-        "spark.driver.memory": DRIVER_MEMORY_DEFAULT,
+        "spark.driver.memory": default_driver_memory(),
         "spark.driver.extraJavaOptions": java_options,
         **catalog_conf(settings),
         "spark.sql.warehouse.dir": warehouse,
@@ -141,6 +147,20 @@ def catalog_conf(settings: SessionSettings) -> dict[str, str]:
         "spark.sql.catalog.spark_catalog.type": "hadoop",
         WAREHOUSE_KEY: warehouse,
     }
+
+
+def default_driver_memory(physical: int | None = None) -> str:
+    """``spark.driver.memory`` when the profile does not set it: ``DRIVER_MEMORY_SHARE``
+    of the machine's physical memory (``physical`` bytes, else what the OS reports) in
+    whole GiB, at least ``DRIVER_MEMORY_MIN_GIB`` and at most ``DRIVER_MEMORY_MAX_GIB``
+    (e.g. ``12g`` on 24 GiB); ``4g`` when the OS does not say."""
+    if physical is None:
+        try:
+            physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return "4g"
+    gib = int(physical * DRIVER_MEMORY_SHARE) // (1 << 30)
+    return f"{min(DRIVER_MEMORY_MAX_GIB, max(DRIVER_MEMORY_MIN_GIB, gib))}g"
 
 
 def _local_partitions() -> str:
