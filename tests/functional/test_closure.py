@@ -187,7 +187,7 @@ def test_a_small_driver_budget_forces_the_distributed_method_and_says_why(spark,
         got = {r["node"]: r["component"] for r in out.collect()}
     assert got == reference_components(edges)
     assert stats.method == "distributed"
-    assert "Python memory for 50 edges, names of 9.0 bytes on average" in stats.reason
+    assert "Python memory for 50 edges, about 51 nodes, names of 9.0 bytes" in stats.reason
     assert "more than 50% of the 9.8 KiB free" in stats.reason
     assert f"closure: distributed method: {stats.reason}" in caplog.text
 
