@@ -291,3 +291,16 @@ class Build:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=30)
+
+
+def beside_the_demo_build(request, build: Build) -> dict:
+    """Waits for ``build`` (a process of its own) while this process makes the run's
+    demo build (``demo_build`` in conftest.py), if it has not yet; returns that build's
+    tables (``read_tables``). A build that fails or hangs is killed."""
+    try:
+        _, local = request.getfixturevalue("demo_build")
+        build.wait()
+    finally:
+        build.kill()
+    print(f"\n{build.target} demo build: {build.seconds:.1f} s")
+    return local

@@ -26,7 +26,14 @@ import pytest
 import yaml
 
 from tests.conftest import DBT, ROOT
-from tests.demo import Build, copy_project, read_tables, stored_tables, table_differences
+from tests.demo import (
+    Build,
+    beside_the_demo_build,
+    copy_project,
+    read_tables,
+    stored_tables,
+    table_differences,
+)
 from tests.functional.test_entity_merge import (
     SESAM_A,
     SESAM_B,
@@ -402,12 +409,7 @@ def demo_on_thrift(request, server, spark, tmp_path_factory):
         {**server, "DBT_MERGE_DEMO": "1"},
         50,
     )
-    try:
-        _, local = request.getfixturevalue("demo_build")
-        build.wait()
-    finally:
-        build.kill()
-    print(f"\nthrift demo build: {build.seconds:.1f} s")
+    local = beside_the_demo_build(request, build)
     warehouse = Path(server["DBT_MERGE_THRIFT_DIR"]) / "warehouse"
     return warehouse, local, read_tables(spark, warehouse)
 

@@ -12,16 +12,11 @@ as in test_peer_suite.py.
 from __future__ import annotations
 
 import pytest
-from dbt.tests.adapter.incremental import test_incremental_unique_id as unique_id
-from dbt.tests.adapter.incremental.test_incremental_merge_exclude_columns import (
-    BaseMergeExcludeColumns,
-)
-from dbt.tests.adapter.incremental.test_incremental_unique_id import BaseIncrementalUniqueKey
 from dbt.tests.util import run_dbt
 
 from tests.conftest import ROOT
 from tests.functional.entity_merge_fixtures import PACKAGES
-from tests.peer.test_peer_suite import ICEBERG, ICEBERG_MERGE, _typed_dates
+from tests.peer import test_peer_suite as peer  # its classes, not collected here by name
 
 ROUTING = (ROOT / "macros" / "upsert" / "dbt_merge_on_dbt_spark.sql").read_text()
 
@@ -56,23 +51,9 @@ class OnThrift:
         run_dbt(["deps"])
 
 
-class TestIncrementalUniqueKeyOnThrift(OnThrift, BaseIncrementalUniqueKey):
-    """The dates of add_new_rows.sql typed, as in test_peer_suite.py."""
-
-    @pytest.fixture(scope="class")
-    def seeds(self):
-        return {
-            "duplicate_insert.sql": _typed_dates(unique_id.seeds__duplicate_insert_sql),
-            "seed.csv": unique_id.seeds__seed_csv,
-            "add_new_rows.sql": _typed_dates(unique_id.seeds__add_new_rows_sql),
-        }
-
-    @pytest.fixture(scope="class")
-    def project_config_update(self):
-        return {"models": ICEBERG_MERGE, "seeds": ICEBERG}
+class TestIncrementalUniqueKeyOnThrift(OnThrift, peer.TestIncrementalUniqueKey):
+    """The same seeds (dates typed) and Iceberg settings as on spark_session."""
 
 
-class TestMergeExcludeColumnsOnThrift(OnThrift, BaseMergeExcludeColumns):
-    @pytest.fixture(scope="class")
-    def project_config_update(self):
-        return {"models": ICEBERG_MERGE}
+class TestMergeExcludeColumnsOnThrift(OnThrift, peer.TestMergeExcludeColumns):
+    pass

@@ -21,7 +21,14 @@ import json
 import pytest
 
 from tests.conftest import process_env
-from tests.demo import Build, copy_project, read_tables, stored_tables, table_differences
+from tests.demo import (
+    Build,
+    beside_the_demo_build,
+    copy_project,
+    read_tables,
+    stored_tables,
+    table_differences,
+)
 
 pytestmark = pytest.mark.delta
 
@@ -63,12 +70,7 @@ def builds(request, tmp_path_factory, spark):
         root / "on_delta",
         process_env(DBT_MERGE_DEMO="1"),
     )
-    try:
-        _, iceberg = request.getfixturevalue("demo_build")
-        build.wait()
-    finally:
-        build.kill()
-    print(f"\ndelta demo build: {build.seconds:.1f} s")
+    iceberg = beside_the_demo_build(request, build)
     return build, iceberg, read_tables(spark, build.warehouse)
 
 
