@@ -65,13 +65,21 @@ DBT = str(Path(sys.executable).with_name("dbt"))
 
 def process_env(**extra: str) -> dict[str, str]:
     """The environment of a dbt process a test starts: this one's, without pytest's, the
-    test run's DBT_MERGE_ settings and DBT_WRITE_JSON, plus ``extra``."""
+    test run's DBT_MERGE_ settings and DBT_WRITE_JSON, with a driver heap of 4g unless
+    its profile says otherwise (DBT_MERGE_DRIVER_MEMORY), plus ``extra``."""
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("PYTEST", "DBT_MERGE_")) and k != "DBT_WRITE_JSON"
     }
-    env.update(DBT_SEND_ANONYMOUS_USAGE_STATS="false", SPARK_LOCAL_IP="127.0.0.1", **extra)
+    # the driver's heap as before the default followed the machine: two workers and the
+    # builds beside them share one machine's memory
+    env.update(
+        DBT_SEND_ANONYMOUS_USAGE_STATS="false",
+        SPARK_LOCAL_IP="127.0.0.1",
+        DBT_MERGE_DRIVER_MEMORY="4g",
+        **extra,
+    )
     return env
 
 

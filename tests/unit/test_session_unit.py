@@ -135,8 +135,14 @@ def test_profile_settings_win_over_defaults(tmp_path):
     "physical_gib, memory",
     [(24, "12g"), (8, "4g"), (3, "2g"), (1, "2g"), (25.9, "12g"), (256, "32g")],
 )
-def test_the_default_driver_memory_is_half_the_machine(physical_gib, memory):
+def test_the_default_driver_memory_is_half_the_machine(physical_gib, memory, monkeypatch):
+    monkeypatch.delenv("DBT_MERGE_DRIVER_MEMORY", raising=False)
     assert sessions.default_driver_memory(int(physical_gib * (1 << 30))) == memory
+
+
+def test_the_environment_sets_the_default_driver_memory(monkeypatch):
+    monkeypatch.setenv("DBT_MERGE_DRIVER_MEMORY", "3g")
+    assert sessions.default_driver_memory(24 << 30) == "3g"
 
 
 def test_the_driver_memory_default_follows_the_machine_and_a_profile_wins(tmp_path):

@@ -58,6 +58,8 @@ LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 DRIVER_MEMORY_SHARE = 0.5
 DRIVER_MEMORY_MIN_GIB = 2
 DRIVER_MEMORY_MAX_GIB = 32
+# the environment variable that sets the default instead (a profile's setting still wins)
+DRIVER_MEMORY_ENV = "DBT_MERGE_DRIVER_MEMORY"
 WAREHOUSE_WAIT_DEFAULT = 0  # seconds; by default a second process fails at once
 WAREHOUSE_LOCK = ".dbt_merge_session.lock"
 
@@ -150,10 +152,14 @@ def catalog_conf(settings: SessionSettings) -> dict[str, str]:
 
 
 def default_driver_memory(physical: int | None = None) -> str:
-    """``spark.driver.memory`` when the profile does not set it: ``DRIVER_MEMORY_SHARE``
-    of the machine's physical memory (``physical`` bytes, else what the OS reports) in
-    whole GiB, at least ``DRIVER_MEMORY_MIN_GIB`` and at most ``DRIVER_MEMORY_MAX_GIB``
-    (e.g. ``12g`` on 24 GiB); ``4g`` when the OS does not say."""
+    """``spark.driver.memory`` when the profile does not set it: the environment's
+    ``DBT_MERGE_DRIVER_MEMORY`` if set (e.g. on a machine several processes share),
+    else ``DRIVER_MEMORY_SHARE`` of the machine's physical memory (``physical`` bytes,
+    else what the OS reports) in whole GiB, at least ``DRIVER_MEMORY_MIN_GIB`` and at
+    most ``DRIVER_MEMORY_MAX_GIB`` (e.g. ``12g`` on 24 GiB); ``4g`` when the OS does not
+    say."""
+    if os.environ.get(DRIVER_MEMORY_ENV):
+        return os.environ[DRIVER_MEMORY_ENV]
     if physical is None:
         try:
             physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
