@@ -7,8 +7,9 @@
     dbt_spark_get_incremental_sql calls dbt_spark_incremental_sql, with the same
     arguments (the file is in docs/upserts.md, "On a schedule").
 
-    Every other strategy goes on to dbt-spark's own macros (by their package name,
-    dbt_spark). As on dbt-databricks, the first run is dbt-spark's CREATE TABLE AS:
+    Every other strategy goes on to dbt-spark's own macros, as `dbt.<macro>` (dbt
+    puts the adapter's macros in its `dbt` namespace; `dbt_spark.<macro>` is undefined
+    there). As on dbt-databricks, the first run is dbt-spark's CREATE TABLE AS:
     write the model's select inside a call block of dbt_merge.precombined().
 --#}
 {% macro dbt_spark_validate_strategy(raw_strategy, file_format) %}
