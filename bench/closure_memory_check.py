@@ -69,12 +69,7 @@ def measure(edges: int, width: int, table: str | None = None) -> dict:
         )
     )
     if table:
-        stored = spark.table(table).select(F.col("src").alias("s"), F.col("dst").alias("d"))
-        pairs = materialize(
-            stored.where(F.col("s").isNotNull() | F.col("d").isNotNull()).select(
-                F.coalesce("s", "d").alias("s"), F.coalesce("d", "s").alias("d")
-            )
-        )
+        pairs = materialize(closure.edge_pairs(spark.table(table), "src", "dst"))
     else:
         name = lambda c: F.concat(F.lit("n"), F.lpad(c.cast("string"), width - 1, "0"))  # noqa: E731
         pairs = materialize(
@@ -83,11 +78,7 @@ def measure(edges: int, width: int, table: str | None = None) -> dict:
                 name(F.floor(F.rand(12) * edges).cast("long")).alias("d"),
             )
         )
-    ends = pairs.select(F.explode(F.array("s", "d")).alias("name"))
-    counted = ends.agg(
-        F.count(F.lit(1)), F.sum(F.octet_length("name")), F.countDistinct("name")
-    ).first()
-    edges, name_bytes, nodes = int(counted[0]) // 2, int(counted[1]), int(counted[2])
+    edges, name_bytes, nodes = closure.measure_pairs(pairs, exact=True)
     need = driver_need(edges, name_bytes, nodes)
 
     runtime = spark.sparkContext._jvm.java.lang.Runtime.getRuntime()

@@ -134,6 +134,26 @@ def dbt_profile_target():
     }
 
 
+def free_ports(count: int, avoid: set[int] | frozenset[int] = frozenset()) -> list[int]:
+    """``count`` distinct ports free on 127.0.0.1 now, none of ``avoid`` (each held
+    until all are found, so that they differ)."""
+    import socket
+
+    held: list[socket.socket] = []
+    try:
+        while len(held) < count:
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            if sock.getsockname()[1] in avoid:
+                sock.close()
+                continue
+            held.append(sock)
+        return [sock.getsockname()[1] for sock in held]
+    finally:
+        for sock in held:
+            sock.close()
+
+
 THRIFT_SERVER = [sys.executable, str(ROOT / "scripts" / "thrift_server.py")]
 
 
@@ -144,12 +164,9 @@ def thrift_server(tmp_path_factory):
     tests/peer/test_peer_thrift.py: one unit of the schedule, so one server). Yields
     the environment of a dbt process that reaches it (the thrift target reads the
     port from DBT_MERGE_THRIFT_PORT); stopped at the end, and then nothing of it runs."""
-    import socket
     import subprocess
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    (port,) = free_ports(1)
     folder = tmp_path_factory.mktemp("thrift")
     env = process_env(DBT_MERGE_THRIFT_PORT=str(port), DBT_MERGE_THRIFT_DIR=str(folder))
     pids = []

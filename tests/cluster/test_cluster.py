@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_ports
 from tests.conftest import process_env as _env
 from tests.demo import Build, copy_project, read_tables, table_differences
 
@@ -39,22 +38,6 @@ SCHEMA = "dbt_merge"
 # scripts/cluster.sh's defaults (master, master UI, worker UIs): the test's ports differ
 DEFAULT_PORTS = {7077, 8980, 8981, 8982}
 CLUSTER_TIMEOUT = 420  # seconds for `cluster.sh up` (about 15 s; it waits up to 300 s)
-
-
-def _free_ports(count: int) -> list[int]:
-    held: list[socket.socket] = []
-    try:
-        while len(held) < count:
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            if sock.getsockname()[1] in DEFAULT_PORTS:
-                sock.close()
-                continue
-            held.append(sock)
-        return [sock.getsockname()[1] for sock in held]
-    finally:
-        for sock in held:
-            sock.close()
 
 
 def _cluster(command: str, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -101,7 +84,7 @@ def builds(request, tmp_path_factory):
     root = tmp_path_factory.mktemp("cluster_vs_local")
     cluster_project = copy_project(root / "project_cluster")
     cluster_dir = root / "cluster"
-    master_port, ui_port = _free_ports(2)
+    master_port, ui_port = free_ports(2, DEFAULT_PORTS)
     master = f"spark://127.0.0.1:{master_port}"
     env = _env(DBT_MERGE_DEMO="1")  # the demo's models, as `make run` builds them
     cluster_env = {
@@ -190,7 +173,7 @@ def test_cluster_build_stores_what_the_local_build_stores(spark, builds):
 def test_a_slow_start_is_waited_for_with_progress_then_named(tmp_path):
     """`up` says what it waits for while it waits, and when its limit passes it names
     what was missing and stops what it started: here a limit of 2 s, which no JVM meets."""
-    master_port, ui_port = _free_ports(2)
+    master_port, ui_port = free_ports(2, DEFAULT_PORTS)
     env = {
         **_env(),
         "DBT_MERGE_CLUSTER_DIR": str(tmp_path / "cluster"),

@@ -17,6 +17,7 @@ the server is stopped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dbt_merge.core.sql import string_literal
 from tests.conftest import DBT, ROOT
 from tests.demo import (
     Build,
@@ -173,27 +175,28 @@ def dbt(path: Path, env: dict, *args: str, batch: int = 1) -> subprocess.Complet
     )
 
 
-def run(env: dict, sql: str) -> None:
-    """A statement over Thrift whose result is not read."""
+@contextlib.contextmanager
+def _cursor(env: dict):
+    """A PyHive cursor on the server of ``env``, closed with its connection after."""
     from pyhive import hive
 
     connection = hive.connect(host="127.0.0.1", port=int(env["DBT_MERGE_THRIFT_PORT"]))
     try:
-        connection.cursor().execute(sql)
+        yield connection.cursor()
     finally:
         connection.close()
+
+
+def run(env: dict, sql: str) -> None:
+    """A statement over Thrift whose result is not read (PyHive cannot fetch it)."""
+    with _cursor(env) as cursor:
+        cursor.execute(sql)
 
 
 def rows(env: dict, sql: str) -> set[tuple]:
-    from pyhive import hive
-
-    connection = hive.connect(host="127.0.0.1", port=int(env["DBT_MERGE_THRIFT_PORT"]))
-    try:
-        cursor = connection.cursor()
+    with _cursor(env) as cursor:
         cursor.execute(sql)
         return set(cursor.fetchall())
-    finally:
-        connection.close()
 
 
 @pytest.fixture(scope="module")
@@ -307,7 +310,7 @@ def _sql_literal(value, sql_type: str) -> str:
     if sql_type == "timestamp":
         return f"timestamp'{value.isoformat(sep=' ')}'"
     if sql_type == "string":
-        return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+        return string_literal(str(value))
     return f"cast({value} as {sql_type})"
 
 

@@ -132,22 +132,10 @@ def connected_components(
     stats = stats if stats is not None else ClosureStats()
     spark = edges.sparkSession
 
-    # self-edges keep the nodes whose other end is null
-    pairs = edges.select(F.col(src).cast("string").alias("s"), F.col(dst).cast("string").alias("d"))
-    pairs = pairs.where(F.col("s").isNotNull() | F.col("d").isNotNull()).select(
-        F.coalesce("s", "d").alias("s"), F.coalesce("d", "s").alias("d")
-    )
-    # one pass: the edges, their names' bytes and (HyperLogLog, 2% error) the nodes,
-    # which the memory estimate needs
-    ends = pairs.select(F.explode(F.array("s", "d")).alias("name"))
-    measured = ends.agg(
-        F.count(F.lit(1)).alias("ends"),
-        F.sum(F.octet_length("name")).alias("name_bytes"),
-        F.approx_count_distinct("name", NODE_COUNT_ERROR).alias("nodes"),
-    ).first()
-    stats.edges, name_bytes = int(measured["ends"]) // 2, int(measured["name_bytes"] or 0)
+    pairs = edge_pairs(edges, src, dst)
+    stats.edges, name_bytes, nodes = measure_pairs(pairs)
     on_driver, stats.reason = choose_driver(
-        spark, stats.edges, name_bytes, max_driver_edges, driver_free, int(measured["nodes"])
+        spark, stats.edges, name_bytes, max_driver_edges, driver_free, nodes
     )
     logger.info("closure: %s method: %s", "driver" if on_driver else "distributed", stats.reason)
     if on_driver:
@@ -168,6 +156,28 @@ def connected_components(
         stats.seconds,
     )
     return labelled
+
+
+def edge_pairs(edges: DataFrame, src: str, dst: str) -> DataFrame:
+    """The edges as the closure takes them: ``(s, d)`` strings, rows with both ends null
+    dropped, and an edge with one null end a self-edge (it keeps its node)."""
+    pairs = edges.select(F.col(src).cast("string").alias("s"), F.col(dst).cast("string").alias("d"))
+    return pairs.where(F.col("s").isNotNull() | F.col("d").isNotNull()).select(
+        F.coalesce("s", "d").alias("s"), F.coalesce("d", "s").alias("d")
+    )
+
+
+def measure_pairs(pairs: DataFrame, exact: bool = False) -> tuple[int, int, int]:
+    """``(edges, name bytes, nodes)`` of ``edge_pairs`` in one pass, which the memory
+    estimate needs; the nodes by HyperLogLog (``NODE_COUNT_ERROR``), or exactly."""
+    name = F.col("name")
+    nodes = F.countDistinct(name) if exact else F.approx_count_distinct(name, NODE_COUNT_ERROR)
+    measured = (
+        pairs.select(F.explode(F.array("s", "d")).alias("name"))
+        .agg(F.count(F.lit(1)), F.sum(F.octet_length(name)), nodes)
+        .first()
+    )
+    return int(measured[0]) // 2, int(measured[1] or 0), int(measured[2])
 
 
 def choose_driver(

@@ -8,10 +8,10 @@ the closure measures anyway (edge rows and the bytes of their names), in two par
 * **JVM heap** (``spark.driver.memory``): the collected Arrow batches of the edges
   (each name's bytes plus a 4-byte offset) and the result's batches on the way back
   (one row per node: its name twice).
-* **Python process**: the Arrow table, a Python ``str`` per name (about 49 bytes of
-  header plus its bytes), the pointer arrays pandas builds around them (concat,
-  factorize's codes and hash table), scipy's sparse matrix (COO, then CSR) and the
-  per-node arrays of the labelling and the result. The closure counts the nodes in
+* **Python process**: the collected Arrow batches, both ends as one large-string
+  array and its dictionary encoding (the node names and an integer code per end),
+  scipy's sparse matrix (COO, then CSR), the per-node arrays of the labelling and the
+  result's Arrow table and IPC stream. The closure counts the nodes in
   the pass that counts the edges (HyperLogLog, 2% error); without a count they are
   taken as ``NODES_PER_EDGE`` per edge, the worst case of a sparse graph where every
   edge brings new names.
@@ -51,7 +51,8 @@ JVM_FIXED_BYTES = 48 << 20
 # Python bytes per node: the names array, labels, ranks, sort order, the result's
 # component column and its Arrow conversion (offsets), 8 bytes each
 PYTHON_BYTES_PER_NODE = 64
-# copies of each name's bytes held at once in Python (Arrow, str, result Arrow)
+# copies of each name's bytes held at once in Python (the batches, the combined
+# large-string array, the dictionary)
 PYTHON_NAME_COPIES = 3
 # a sparse graph brings up to two new names per edge; the estimate assumes the worst
 NODES_PER_EDGE = 2
