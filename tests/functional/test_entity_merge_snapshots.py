@@ -23,7 +23,7 @@ from tests.functional.entity_merge_fixtures import (
     expire_all_but_current,
     merge_vars,
 )
-from tests.functional.test_entity_merge import sql_recorder
+from tests.functional.test_entity_merge import messages, sql_recorder
 
 ROWS = {
     "a": [("a1", "e1"), ("a2", "e2"), ("a3", "e3")],
@@ -285,8 +285,14 @@ class TestStateHistory(SnapshotMerge):
         run_dbt(["run", "-s", "s_edges", "s_components"])
         expire_all_but_current(spark, components)
         queries: list[str] = []
-        run_dbt(["run", "-s", "s_merged", "c_merged"], callbacks=[sql_recorder(queries)])
+        said: list[str] = []
+        run_dbt(
+            ["run", "-s", "s_merged", "c_merged"],
+            callbacks=[sql_recorder(queries), messages(said)],
+        )
         assert not [q for q in queries if "s_merged__dbt_merge_affected" in q]
+        # and the log says why
+        assert [m for m in said if "s_merged" in m and "keeps no snapshot" in m], said
         follow, scratch = (
             self.live(spark, f"{schema}.{name}") for name in ("s_merged", "c_merged")
         )

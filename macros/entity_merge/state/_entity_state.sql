@@ -86,6 +86,9 @@
     {% endset %}
     {% set found = run_query(query).rows %}
     {% if found | length == 0 or found[0][0] is none %}
+        {#-- the components' snapshots of that moment expired, or their table is newer --#}
+        {% do log('dbt_merge: ' ~ model.name ~ ': ' ~ components ~ ' keeps no snapshot from when this table'
+            ~ ' was last written (expired, or the table was replaced since): every entity is compared', info=true) %}
         {{ return(none) }}
     {% endif %}
     {% if not found[0][1] %}
@@ -107,6 +110,8 @@
     {% endset %}
     {% set batches = run_query(query).rows[0] %}
     {% if batches[0] is none or batches[1] is none or batches[1] > batches[0] %}
+        {% do log('dbt_merge: ' ~ model.name ~ ': ' ~ components ~ ' was rebuilt since snapshot ' ~ version
+            ~ ', which this table was built from: every entity is compared', info=true) %}
         {{ return(none) }}
     {% endif %}
     {{ return({
