@@ -240,7 +240,12 @@ def test_the_estimate_is_its_formula_and_counted_nodes_lower_it():
         + closure_memory.PYTHON_BYTES_PER_NODE * 4
         + 2 * 4 * 3
     )
-    assert need.jvm == closure_memory.JVM_FIXED_BYTES + 60 + 8 * 10 + 2 * (4 * 3 + 4 * 4)
+    assert need.jvm == (
+        closure_memory.JVM_FIXED_BYTES
+        + 60
+        + closure_memory.JVM_BYTES_PER_EDGE * 10
+        + 2 * (4 * 3 + 4 * 4)
+    )
     worst = closure_memory.driver_need(10, 60)  # no count: two new names an edge
     assert worst == closure_memory.driver_need(10, 60, nodes=20)
     assert worst.python > need.python and worst.jvm > need.jvm

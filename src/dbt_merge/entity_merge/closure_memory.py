@@ -18,13 +18,13 @@ the closure measures anyway (edge rows and the bytes of their names), in two par
 
 Each part also has a fixed share (the libraries the first call loads; the tasks'
 buffers). Measured with the Arrow method and the node count
-(``bench/closure_memory_check.py``, random graphs of 1M and 3M edges, 0.78 nodes an
-edge, names of 8 bytes, on a loaded machine), with the constants below: Python 386
-and 901 MiB estimated against peaks of 278 and 620 MiB (1.39 and 1.45 times); JVM 89
-and 170 MiB against sampled live heaps of 80 and 179 MiB (1.11 and 0.95). The entity
-benchmark's 25.5M edges of 15.4M nodes (names of about 15 bytes) come to about 7.4 GiB
-of Python, against a 5.2 GiB peak measured of the same steps outside the closure; the
-closure itself has not been measured at that size with these constants.
+(``bench/closure_memory_check.py``; random graphs of 1M and 3M edges, 0.78 nodes an
+edge, names of 8 bytes, and the entity benchmark's edges table of 25.5M edges, 15.3M
+nodes and 666 MiB of names, each size in a process of its own), with the constants
+below: Python 335, 748 and 5,706 MiB estimated against peaks of 250, 604 and 4,022 MiB
+(1.34, 1.24 and 1.42 times); JVM 96, 193 and 1,621 MiB against sampled live heaps of 39,
+77 and 1,621 MiB (2.5, 2.5 and 1.00; the small sizes' samples are unsteady: 80 and 179
+MiB in an earlier run). The estimate stays above every measured peak.
 
 ``driver_memory`` reads what the driver has free: the JVM's maximum heap less what it
 uses now, and the memory the operating system reports available (Linux
@@ -40,20 +40,25 @@ from dataclasses import dataclass
 
 # Python bytes per edge besides the names themselves: the collected batches' offsets,
 # their large-string copy and concatenation, the dictionary codes, COO/CSR indices and
-# data. Refitted on the Arrow method (bench/closure_memory_check.py, random graphs of
-# 1M and 3M edges with their node count): 260 when the method went through pandas
-PYTHON_BYTES_PER_EDGE = 160
+# data. Refitted on the Arrow method with the 25M edges measured (closure_memory_check):
+# 160 with 3 copies of the names fitted 1M and 3M edges and estimated 25M edges at 1.83
+# times its peak; 260 when the method went through pandas
+PYTHON_BYTES_PER_EDGE = 110
 # what the first call costs whatever the graph: pyarrow.compute and scipy.sparse loaded
 PYTHON_FIXED_BYTES = 128 << 20
 # the JVM's own share whatever the graph: the tasks' buffers of the collect and of the
 # result's read (in local mode the tasks run in the driver's JVM)
 JVM_FIXED_BYTES = 48 << 20
+# JVM heap bytes per edge besides the names: their offsets and the batches' framing
+# (8 fitted 1M and 3M edges and fell short of the 25M edges' live heap by 12%)
+JVM_BYTES_PER_EDGE = 16
 # Python bytes per node: the names array, labels, ranks, sort order, the result's
 # component column and its Arrow conversion (offsets), 8 bytes each
-PYTHON_BYTES_PER_NODE = 64
-# copies of each name's bytes held at once in Python (the batches, the combined
-# large-string array, the dictionary)
-PYTHON_NAME_COPIES = 3
+PYTHON_BYTES_PER_NODE = 80
+# copies of each name's bytes held at once in Python at the peak (the batches, the
+# combined large-string array and the dictionary exist together only in part: fitted
+# with the constants above, 3 overestimated the 25M edges)
+PYTHON_NAME_COPIES = 2
 # a sparse graph brings up to two new names per edge; the estimate assumes the worst
 NODES_PER_EDGE = 2
 # the driver method may take at most this share of what is free (GC, other work)
@@ -84,7 +89,12 @@ def driver_need(edges: int, name_bytes: int, nodes: int | None = None) -> Driver
     mean_name = name_bytes / (2 * edges) if edges else 0.0
     node_name_bytes = int(nodes * mean_name)
     # in: every name with its 4-byte offset; out: (node, component) per node
-    jvm = JVM_FIXED_BYTES + name_bytes + 8 * edges + 2 * (node_name_bytes + 4 * nodes)
+    jvm = (
+        JVM_FIXED_BYTES
+        + name_bytes
+        + JVM_BYTES_PER_EDGE * edges
+        + 2 * (node_name_bytes + 4 * nodes)
+    )
     python = (
         PYTHON_FIXED_BYTES
         + PYTHON_BYTES_PER_EDGE * edges
