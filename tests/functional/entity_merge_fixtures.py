@@ -56,3 +56,16 @@ def expire_all_but_current(spark, table: str) -> None:
     )
     kept = spark.sql(f"select count(*) from {table}.snapshots").first()[0]
     assert kept == 1, f"{table} keeps {kept} snapshots"
+
+
+class Recorder:
+    """dbt event callback: the SQL dbt runs and the text of every message."""
+
+    def __init__(self):
+        self.queries: list[str] = []
+        self.messages: list[str] = []
+
+    def __call__(self, event):
+        if event.info.name == "SQLQuery":
+            self.queries.append(event.data.sql)
+        self.messages.append(event.info.msg)

@@ -33,7 +33,7 @@ from dbt.tests.util import run_dbt
 from sqlglot import exp
 
 from tests.functional import test_upsert_delta_sql
-from tests.functional.entity_merge_fixtures import InstallsDbtMerge, merge_vars
+from tests.functional.entity_merge_fixtures import InstallsDbtMerge, Recorder, merge_vars
 
 DELTA_VARS = json.dumps({"file_format": "delta"})
 
@@ -692,19 +692,6 @@ def parse_all(sql: str) -> list[exp.Expression]:
 
 def flat(sql: str) -> str:
     return " ".join(sql.split())
-
-
-class Recorder:
-    """dbt event callback: the SQL dbt runs and the text of every message."""
-
-    def __init__(self):
-        self.queries: list[str] = []
-        self.messages: list[str] = []
-
-    def __call__(self, event):
-        if event.info.name == "SQLQuery":
-            self.queries.append(event.data.sql)
-        self.messages.append(event.info.msg)
 
 
 def node_key(node) -> str:

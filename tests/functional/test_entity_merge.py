@@ -59,15 +59,6 @@ def sql_recorder(queries: list[str]):
     return record
 
 
-def messages(said: list[str]):
-    """A dbt callback that appends the text of every message dbt logs to said."""
-
-    def record(event):
-        said.append(event.info.msg)
-
-    return record
-
-
 # the stored output with two faults: c2 no longer deleted, a2's entity changed
 SESAM_TAMPERED = """
 select

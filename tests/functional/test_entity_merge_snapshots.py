@@ -20,10 +20,11 @@ from dbt.tests.util import run_dbt
 from tests.functional.entity_merge_fixtures import (
     NEVER,
     InstallsDbtMerge,
+    Recorder,
     expire_all_but_current,
     merge_vars,
 )
-from tests.functional.test_entity_merge import messages, sql_recorder
+from tests.functional.test_entity_merge import sql_recorder
 
 ROWS = {
     "a": [("a1", "e1"), ("a2", "e2"), ("a3", "e3")],
@@ -284,14 +285,12 @@ class TestStateHistory(SnapshotMerge):
         spark.sql(f"update {schema}.a set email = 'e2' where _id = 'a3'")
         run_dbt(["run", "-s", "s_edges", "s_components"])
         expire_all_but_current(spark, components)
-        queries: list[str] = []
-        said: list[str] = []
-        run_dbt(
-            ["run", "-s", "s_merged", "c_merged"],
-            callbacks=[sql_recorder(queries), messages(said)],
-        )
+        recorded = Recorder()
+        run_dbt(["run", "-s", "s_merged", "c_merged"], callbacks=[recorded])
+        queries = recorded.queries
         assert not [q for q in queries if "s_merged__dbt_merge_affected" in q]
         # and the log says why
+        said = recorded.messages
         assert [m for m in said if "s_merged" in m and "keeps no snapshot" in m], said
         follow, scratch = (
             self.live(spark, f"{schema}.{name}") for name in ("s_merged", "c_merged")
