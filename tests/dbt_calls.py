@@ -134,7 +134,8 @@ class DbtCalls:
         why = Counter()
         for (_, reason), count in self.reasons.items():
             why[reason] += count
-        write("full parses, by dbt's reason: " + ", ".join(f"{r} {n}" for r, n in why.most_common()))
+        reasons = ", ".join(f"{reason} {count}" for reason, count in why.most_common())
+        write(f"full parses, by dbt's reason: {reasons}")
         ranked = sorted(self.files.items(), key=lambda item: -item[1][LOAD_SECONDS])[:SHOWN]
         for file, f in ranked:
             write(
