@@ -5,9 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from dbt.cli.main import dbtRunner
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from tests.functional.entity_merge_fixtures import InstallsDbtMerge, merge_models, merge_vars
+from tests.functional.entity_merge_fixtures import (
+    InstallsDbtMerge,
+    Recorder,
+    merge_models,
+    merge_vars,
+)
 
 SESAM_A = "_id,f1\na1,1\na2,2\n"
 SESAM_B = "_id,f1,f2\nb1,1,x\nb2,3,\n"
@@ -336,17 +342,45 @@ class TestBadDeclarations(InstallsDbtMerge):
         }
 
     @pytest.fixture(scope="class")
-    def ready(self, project):
+    def ready(self, project, request):
         run_dbt(["deps"])
         run_dbt(["run", "--exclude", "bad_edges", "bad_components", "bad"])
+        # the project parsed once for the compiles of fails(), with a declaration over
+        # every input model: the edges model depends on each dataset a check names
+        every_input = [f"{name[:-4]} x{i}" for i, name in enumerate(BAD_INPUT_MODELS)]
+        request.cls.manifest = run_dbt(["parse", "--vars", declare(datasets=every_input)])
+        request.cls.dirs = [
+            "--project-dir",
+            str(project.project_root),
+            "--profiles-dir",
+            str(project.profiles_dir),
+        ]
         return project
 
     def fails(self, vars_json, *expected, command="compile", select="bad_edges"):
+        """The command fails with every expected part in its messages.
+
+        A compile reuses the manifest parsed once (``dbtRunner(manifest=...)``): with a
+        --vars of its own, dbt would parse the project and the package's macros again
+        (a full parse, about 2 s each of 30-odd declarations), and the macros that check
+        a declaration raise the same errors when they compile a model as when they parse
+        it. That manifest's edges model depends on every input model (see ``ready``), as
+        the parse of each declaration would have made it depend on that declaration's.
+        A run parses as users' runs do.
+        """
         args = [command, "--select", select, "--vars", vars_json]
-        try:  # errors found while parsing are raised, the others are logged
-            _, output = run_dbt_and_capture(args, expect_pass=False)
-        except Exception as exc:  # noqa: BLE001 - the message is what is checked
-            output = str(exc)
+        if command == "compile":
+            recorder = Recorder()
+            result = dbtRunner(manifest=self.manifest, callbacks=[recorder]).invoke(
+                [*args, *self.dirs]
+            )
+            assert not result.success, f"{args} compiled"
+            output = "\n".join([*recorder.messages, str(result.exception or "")])
+        else:
+            try:  # errors found while parsing are raised, the others are logged
+                _, output = run_dbt_and_capture(args, expect_pass=False)
+            except Exception as exc:  # noqa: BLE001 - the message is what is checked
+                output = str(exc)
         text = " ".join(output.split())
         for part in expected:
             assert part in text, f"{part!r} not in the error:\n{text[-2000:]}"
