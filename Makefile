@@ -47,12 +47,10 @@ docs-site: install
 bench: install-bench check-java
 	$(BIN)/python bench/sweep.py $(BENCH_ARGS)
 
-## bench-publish: copy the last `make bench` figures to docs/bench/, which docs/benchmarks.md shows (commit them on purpose)
+## bench-publish: copy results files of bench/out/ to docs/bench/ (PUBLISH="results.json closure.json ...";
+## results.json brings the sweep's plots) and render docs/benchmarks.md's tables from them (commit them on purpose)
 bench-publish:
-	@test -f bench/out/results.json || { echo "bench/out/results.json is missing: run make bench first" >&2; exit 1; }
-	mkdir -p docs/bench/plots
-	cp bench/out/results.json docs/bench/results.json
-	cp bench/out/plots/*.png docs/bench/plots/
+	$(BIN)/python bench/publish.py $(PUBLISH)
 
 ## bench-closure: the closure benchmark (BENCH_ARGS="--sizes 1000000 --no-baseline" for a quick one)
 bench-closure: install check-java

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import sys
 import time
 from collections import defaultdict
@@ -32,6 +31,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from bench_project import OUT, local_session  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
+from report import Run  # noqa: E402
 from spark_metrics import ShuffleMeter  # noqa: E402
 
 from dbt_merge.bin_packing import bin_pack, offline_report, plan_offline  # noqa: E402
@@ -162,11 +162,10 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [args.items] if args.items else [int(s) for s in args.sizes.split(",")]
 
+    run = Run()
     spark = local_session()
     results = [measure(spark, size, args) for size in sizes]
-    machine = {"python": platform.python_version(), "cores": 2, "master": "local[2]"}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+    run.write(args.json, results)
 
     print()
     print(

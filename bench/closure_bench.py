@@ -17,22 +17,29 @@ for the methods of --methods:
   lss          - large-star/small-star, the loop of GraphFrames and Splink (baselines.py)
   naive        - min-label propagation, one round per hop (baselines.py)
 The two baselines are capped in time ("did not finish" when the cap is hit). Each row
-shows seconds, rounds, shuffle bytes and the component count (equal across methods
-when they agree); after each shape, the ratios.
+shows seconds, rounds, shuffle bytes and the component count, and each method's result
+is compared, node by node, with the first method's (``same``); after each shape, the
+ratios. A driver method's row also holds its estimated need
+(``closure_memory.driver_need``) and the process's peak resident memory (``ru_maxrss``:
+the method's when it runs first, with nothing else held in Python).
+
+--table SCHEMA.NAME runs the methods on that table's (src, dst) instead of generated
+graphs, in the warehouse as it is: for example the 25M edges of the entity merge
+benchmark at 10M records (``--table bench_entity_merge.people_edges``).
 
 Usage:
   .venv/bin/python bench/closure_bench.py --sizes 1000000,3000000
       [--shapes random,chain,chains,stars] [--methods default,distributed,sql,lss,naive]
       [--baseline-cap 600] [--lss-cap 600] [--no-baseline] [--json bench/out/closure.json]
+      [--table SCHEMA.NAME]
   (--distributed, kept for bench/sweep.py, adds the forced distributed method)
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import re
+import resource
 import shutil
 import sys
 import time
@@ -46,11 +53,18 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from baselines import large_star_small_star, naive_min_label  # noqa: E402
 from bench_project import BenchProject  # noqa: E402
+from report import Run  # noqa: E402
 from spark_metrics import ShuffleMeter  # noqa: E402
 
 from dbt.adapters.spark_session import session as sessions  # noqa: E402
 from dbt_merge.core.spark import materialize  # noqa: E402
-from dbt_merge.entity_merge.closure import ClosureStats, connected_components  # noqa: E402
+from dbt_merge.entity_merge.closure import (  # noqa: E402
+    ClosureStats,
+    connected_components,
+    edge_pairs,
+    measure_pairs,
+)
+from dbt_merge.entity_merge.closure_memory import driver_need  # noqa: E402
 
 SHAPES = ("random", "chain", "chains", "stars")
 METHODS = ("default", "driver", "distributed", "rounds", "sql", "lss", "naive")
@@ -89,18 +103,45 @@ def _line(shape, edges, method, seconds, rounds, shuffled, components) -> str:
     return f"{shape:7} {edges:>9} {method:28} {seconds:>8} {rounds:>6} {mb:>10} {components:>10}"
 
 
+def slug(shape: str) -> str:
+    """The shape's part of its result tables' names."""
+    return re.sub(r"\W", "_", shape)
+
+
 def timed_write(spark: SparkSession, result: DataFrame, table: str) -> None:
     result.writeTo(table).using("iceberg").createOrReplace()
 
 
+def peak_rss_mib() -> float:
+    """The process's peak resident memory so far (Linux reports KiB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def estimate(edges: DataFrame) -> dict:
+    """The driver method's estimated need for these edges (untimed: one more pass)."""
+    count, name_bytes, nodes = measure_pairs(edge_pairs(edges, "src", "dst"))
+    need = driver_need(count, name_bytes, nodes)
+    return {"jvm_mib": round(need.jvm / 2**20), "python_mib": round(need.python / 2**20)}
+
+
 def run_closure(spark, edges, shape, size, label, options) -> dict:
     stats = ClosureStats()
+    before = peak_rss_mib()
     meter, started = ShuffleMeter(), time.monotonic()
     result = connected_components(edges, stats=stats, **options)
-    timed_write(spark, result, f"bench.cc_{shape}")
+    timed_write(spark, result, f"bench.cc_{slug(shape)}_{label}")
     seconds = time.monotonic() - started
     shuffled = meter.shuffle_bytes()
-    components = spark.table(f"bench.cc_{shape}").select("component").distinct().count()
+    components = (
+        spark.table(f"bench.cc_{slug(shape)}_{label}").select("component").distinct().count()
+    )
+    memory = {}
+    if stats.method == "driver":
+        memory = {
+            "estimate": estimate(edges),
+            "python_peak_mib": peak_rss_mib(),
+            "python_peak_before_mib": before,
+        }
     return dict(
         shape=shape,
         edges=size,
@@ -111,12 +152,15 @@ def run_closure(spark, edges, shape, size, label, options) -> dict:
         nodes=stats.nodes,
         shuffle_bytes=shuffled,
         reason=stats.reason,
+        table=f"bench.cc_{slug(shape)}_{label}",
+        **memory,
     )
 
 
-def sql_project() -> BenchProject:
+def sql_project(warehouse: Path) -> BenchProject:
     """A project whose model cc_sql is the SQL closure of bench.closure_input."""
     project = BenchProject("closure_sql", "bench")
+    project.warehouse = warehouse  # this process's session's
     model = (
         "{{ config(materialized='entity_components', file_format='iceberg') }}\n"
         "select src, dst from bench.closure_input"
@@ -139,6 +183,9 @@ def run_sql(spark, project, edges, shape, size) -> dict:
     project.dbt("run", "-s", "cc_sql", callbacks=[record])
     seconds = time.monotonic() - started
     components = spark.table("bench.cc_sql").select("component").distinct().count()
+    spark.table("bench.cc_sql").writeTo(f"bench.cc_{slug(shape)}_sql").using(
+        "iceberg"
+    ).createOrReplace()
     return dict(
         shape=shape,
         edges=size,
@@ -147,6 +194,7 @@ def run_sql(spark, project, edges, shape, size) -> dict:
         rounds=max(rounds, default=0),
         components=components,
         shuffle_bytes=meter.shuffle_bytes(),
+        table=f"bench.cc_{slug(shape)}_sql",
     )
 
 
@@ -154,20 +202,31 @@ def run_baseline(spark, edges, shape, size, label, cap) -> dict:
     meter, started = ShuffleMeter(), time.monotonic()
     run = large_star_small_star if label == "lss" else naive_min_label
     labels, rounds = run(edges, cap)
-    components = None
+    components, table = None, f"bench.{label}_{slug(shape)}"
     if labels is not None:
-        timed_write(spark, labels, f"bench.{label}_{shape}")
-        components = spark.table(f"bench.{label}_{shape}").select("component").distinct().count()
+        timed_write(spark, labels, table)
+    seconds = time.monotonic() - started
+    if labels is not None:
+        components = spark.table(table).select("component").distinct().count()
     return dict(
         shape=shape,
         edges=size,
         method=BASELINES[label],
-        seconds=round(time.monotonic() - started, 1),
+        seconds=round(seconds, 1),
         rounds=rounds,
         components=components,
         finished=labels is not None,
         shuffle_bytes=meter.shuffle_bytes(),
+        table=table if labels is not None else None,
     )
+
+
+def same_components(spark, table: str, reference: str) -> bool:
+    """Whether two results label every node with the same component (both name it by
+    its smallest node)."""
+    columns = "select node, component from {}"
+    one, other = spark.sql(columns.format(table)), spark.sql(columns.format(reference))
+    return one.exceptAll(other).isEmpty() and other.exceptAll(one).isEmpty()
 
 
 def ratios(rows: list[dict]) -> str:
@@ -207,6 +266,7 @@ def main() -> int:
     parser.add_argument("--no-baseline", action="store_true", help="leave out lss and naive")
     parser.add_argument("--json", default=str(ROOT / "bench" / "out" / "closure.json"))
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--table", help="SCHEMA.NAME: its (src, dst), not generated graphs")
     args = parser.parse_args()
     methods = [m for m in args.methods.split(",") if m]
     unknown = sorted(set(methods) - set(METHODS))
@@ -217,9 +277,13 @@ def main() -> int:
     if args.no_baseline:
         methods = [m for m in methods if m not in BASELINES]
 
+    run = Run(args.master)
     out_dir = ROOT / "bench" / "out"
-    warehouse = out_dir / "warehouse"
-    shutil.rmtree(warehouse, ignore_errors=True)
+    if args.table:  # a given table is read from the benchmarks' warehouse as it is
+        warehouse = out_dir / "warehouse"
+    else:  # generated graphs go to a warehouse of their own, made anew
+        warehouse = out_dir / "warehouse-closure"
+        shutil.rmtree(warehouse, ignore_errors=True)
     spark = sessions.get_session(
         sessions.SessionSettings(
             warehouse=warehouse,
@@ -232,57 +296,65 @@ def main() -> int:
         )
     )
     spark.sql("create schema if not exists bench")
-    machine = (
-        f"{platform.node()} {platform.machine()}, {spark.sparkContext.defaultParallelism} cores"
+    print(
+        f"# closure benchmark on {args.master} ({run.machine['cores']} cores),"
+        f" Spark {spark.version}"
     )
-    print(f"# closure benchmark on {args.master} ({machine}), Spark {spark.version}")
     print(f"# baselines capped at {args.baseline_cap:.0f} s; shuffle in MB written")
     print(
         f"{'shape':7} {'edges':>9} {'method':28} {'seconds':>8} {'rounds':>6} "
         f"{'shuffle MB':>10} {'components':>10}"
     )
-    project = sql_project() if "sql" in methods else None
+    project = sql_project(warehouse) if "sql" in methods else None
     results = []
-    for size in [int(s) for s in args.sizes.split(",")]:
-        for shape in args.shapes.split(","):
-            edges = materialize(graph(spark, shape, size))
-            shape_rows = []
-            for label in methods:
-                if label in BASELINES:
-                    cap = args.baseline_cap
-                    if label == "lss" and args.lss_cap is not None:
-                        cap = args.lss_cap
-                    row = run_baseline(spark, edges, shape, size, label, cap)
-                    shown = f"{row['seconds']:.1f}"
-                    if not row["finished"]:
-                        shown = f"DNF>{cap:.0f}"
-                elif label == "sql":
-                    row = run_sql(spark, project, edges, shape, size)
-                    shown = f"{row['seconds']:.1f}"
-                else:
-                    row = run_closure(spark, edges, shape, size, label, FORCE[label])
-                    shown = f"{row['seconds']:.1f}"
-                results.append(row)
-                shape_rows.append(row)
-                components = "-" if row["components"] is None else row["components"]
-                print(
-                    _line(
-                        shape,
-                        size,
-                        row["method"],
-                        shown,
-                        row["rounds"],
-                        row["shuffle_bytes"],
-                        components,
-                    ),
-                    flush=True,
-                )
-            print(ratios(shape_rows), flush=True)
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(
-        json.dumps({"master": args.master, "machine": machine, "results": results}, indent=2)
-    )
-    print(f"# results written to {args.json}")
+    if args.table:  # read as it is: the driver method's memory is the measured one
+        edges = spark.table(args.table).select("src", "dst")
+        inputs = [("table:" + args.table.split(".")[-1], edges.count(), edges)]
+    else:
+        inputs = [
+            (shape, int(size), None)
+            for size in args.sizes.split(",")
+            for shape in args.shapes.split(",")
+        ]
+    for shape, size, given in inputs:
+        edges = given if given is not None else materialize(graph(spark, shape, size))
+        shape_rows = []
+        for label in methods:
+            if label in BASELINES:
+                cap = args.baseline_cap
+                if label == "lss" and args.lss_cap is not None:
+                    cap = args.lss_cap
+                row = run_baseline(spark, edges, shape, size, label, cap)
+                shown = f"{row['seconds']:.1f}"
+                if not row["finished"]:
+                    shown = f"DNF>{cap:.0f}"
+            elif label == "sql":
+                row = run_sql(spark, project, edges, shape, size)
+                shown = f"{row['seconds']:.1f}"
+            else:
+                row = run_closure(spark, edges, shape, size, label, FORCE[label])
+                shown = f"{row['seconds']:.1f}"
+            if row.get("table") and shape_rows and shape_rows[0].get("table"):
+                row["same"] = same_components(spark, row["table"], shape_rows[0]["table"])
+            results.append(row)
+            shape_rows.append(row)
+            components = "-" if row["components"] is None else row["components"]
+            print(
+                _line(
+                    shape,
+                    size,
+                    row["method"],
+                    shown,
+                    row["rounds"],
+                    row["shuffle_bytes"],
+                    components,
+                ),
+                flush=True,
+            )
+        print(ratios(shape_rows), flush=True)
+        if any(row.get("same") is False for row in shape_rows):
+            print(f"  DIFFERENT COMPONENTS: {shape} {size}", flush=True)
+    run.write(args.json, results)
     return 0
 
 

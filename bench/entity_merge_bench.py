@@ -49,7 +49,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import platform
 import sys
 import time
 from pathlib import Path
@@ -62,6 +61,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from baselines import naive_min_label  # noqa: E402
 from bench_project import OUT, WAREHOUSE, BenchProject  # noqa: E402
+from report import Run  # noqa: E402
 from spark_metrics import ShuffleMeter  # noqa: E402
 
 from dbt.adapters.spark_session import session as sessions  # noqa: E402
@@ -483,7 +483,11 @@ def main() -> None:
         help="people linked in a chain (a CRM phone is the next one's); default 25, "
         "3 with --incremental",
     )
-    parser.add_argument("--json", type=Path, default=OUT / "entity_merge.json")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        help="default: bench/out/entity_merge.json, or entity_merge_incremental[...].json",
+    )
     parser.add_argument(
         "--incremental",
         action="store_true",
@@ -504,6 +508,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
+    run = Run()
     if args.incremental:
         chain = args.chain or 3
         shares = [float(s) for s in args.shares.split(",")]
@@ -514,9 +519,7 @@ def main() -> None:
         suffix = ("_change_column" if args.change_column else "") + (
             "_upsert_input" if args.upsert_input else ""
         )
-        path = args.json.with_name(f"entity_merge_incremental{suffix}.json")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"results": results}, indent=2))
+        run.write(args.json or OUT / f"entity_merge_incremental{suffix}.json", results)
         print_incremental(results)
         return
 
@@ -541,9 +544,7 @@ def main() -> None:
         print(json.dumps(row), flush=True)
         results.append(row)
 
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    machine = {"python": platform.python_version(), "machine": platform.machine()}
-    args.json.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+    run.write(args.json or OUT / "entity_merge.json", results)
     print()
     print("| records | entities | dbt run (all nodes) | edges | components | merged | naive |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -26,7 +26,6 @@ import argparse
 import csv
 import datetime as dt
 import json
-import platform
 import random
 import sys
 import time
@@ -37,6 +36,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from bench_project import OUT, WAREHOUSE, BenchProject, local_session  # noqa: E402
 from dbt_common.clients import agate_helper  # noqa: E402
+from report import Run  # noqa: E402
 
 from dbt.adapters.spark_session import csv_table  # noqa: E402
 
@@ -144,6 +144,7 @@ def main() -> None:
     spark = local_session()
     seed_time("warm_frame", "dataframe")
     seed_time("warm_insert", "insert")
+    run = Run()
     results = []
     for n in [n for _ in range(args.repeat) for n in sizes]:
         row: dict = {"rows": n}
@@ -180,16 +181,7 @@ def main() -> None:
                 flush=True,
             )
         results.append(row)
-    report = {
-        "benchmark": "seed",
-        "date": dt.date.today().isoformat(),
-        "machine": f"{platform.machine()}, {platform.system()}, local[2]",
-        "command": "bench/seed_bench.py " + " ".join(sys.argv[1:]),
-        "warehouse": str(WAREHOUSE),
-        "results": results,
-    }
-    args.json.write_text(json.dumps(report, indent=2))
-    print(f"wrote {args.json}")
+    run.write(args.json, results, warehouse=str(WAREHOUSE))
 
 
 if __name__ == "__main__":

@@ -32,8 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import subprocess
 import sys
 import time
@@ -45,6 +43,9 @@ BENCH = Path(__file__).resolve().parent
 OUT = BENCH / "out"  # git-ignored: a run never overwrites tracked files
 RESULTS = OUT / "results.json"
 PLOTS = OUT / "plots"
+sys.path.insert(0, str(BENCH))
+
+from report import loop_seconds, machine  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -174,27 +175,6 @@ def slope(points: list[dict]) -> float | None:
     return round(sum((x - mx) * (y - my) for x, y in done) / var, 2)
 
 
-def machine() -> dict:
-    import pyspark
-
-    memory = None
-    meminfo = Path("/proc/meminfo")
-    if meminfo.exists():
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                memory = f"{int(line.split()[1]) / 1024**2:.0f} GiB"
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
-    return {
-        "cores": os.cpu_count(),
-        "memory": memory,
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "spark": pyspark.__version__,
-        "java": java.splitlines()[0] if java else None,
-        "master": "local[2]",
-    }
-
-
 def run(name: str, bench: Benchmark, sizes: list[int], cap: float) -> dict:
     """Run one benchmark script over the sizes; its raw rows and curves.
 
@@ -315,7 +295,7 @@ def main() -> int:
             results.update(
                 generated=datetime.now(UTC).isoformat(timespec="seconds"),
                 command=" ".join(["bench/sweep.py", *sys.argv[1:]]),
-                machine=measured_on,
+                machine=dict(measured_on, loop_s=[*measured_on["loop_s"], loop_seconds()]),
             )
             RESULTS.write_text(json.dumps(results, indent=2) + "\n")
         print(f"\n# sweep took {time.monotonic() - started:.0f} s", flush=True)

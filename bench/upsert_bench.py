@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
@@ -53,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from bench_project import OUT, BenchProject  # noqa: E402
+from report import Run  # noqa: E402
 from spark_metrics import ShuffleMeter  # noqa: E402
 
 from dbt.adapters.spark_session import session as sessions  # noqa: E402
@@ -292,6 +292,7 @@ def main() -> None:
     args.json = args.json or OUT / f"upsert{suffix}.json"
     sizes = [args.table_rows] if args.table_rows else [int(s) for s in args.sizes.split(",")]
 
+    run = Run()
     PROJECT.write(MODELS)
     PROJECT.dbt("deps")
     spark = sessions.get_session(
@@ -302,9 +303,7 @@ def main() -> None:
     results = [
         measure(spark, size, args.batch_rows or size // 10, args.clustered) for size in sizes
     ]
-    machine = {"python": platform.python_version(), "cores": 2, "master": "local[2]"}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+    run.write(args.json, results, table_format=args.table_format)
     print()
     print(
         "| table rows | batch rows | dbt-spark merge (dedup'd batch) | upsert COW (raw batch)"

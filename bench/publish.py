@@ -1,0 +1,488 @@
+"""The benchmark pages' figures, generated from the results files the benchmarks write.
+
+docs/benchmarks.md holds blocks like::
+
+    <!-- figures: closure.json -->
+    ...the command, the machine, the date and the table of that run...
+    <!-- end figures -->
+
+each generated from ``docs/bench/<file>`` (a copy of what a benchmark wrote to
+``bench/out/``, with ``bench/report.py``'s date, command and machine). Nothing in a
+block is written by hand, and the docs test checks that every block equals what this
+module renders from its file, so a figure cannot go stale without the test failing.
+
+Usage (`make bench-publish PUBLISH="closure.json ..."`):
+  .venv/bin/python bench/publish.py [FILE ...]
+      copies bench/out/FILE to docs/bench/FILE (plus results.json's plots, for the
+      sweep), then renders every block of the pages again from docs/bench/
+  .venv/bin/python bench/publish.py --check
+      fails, naming the block, where a page differs from its files
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "out"
+PUBLISHED = ROOT / "docs" / "bench"
+PAGES = (ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "scaling.md")
+# a block names its file, and for the sweep's file may name one benchmark of it
+# (results.json#closure: that benchmark's points, size by size)
+BLOCK = re.compile(
+    r"(<!-- figures: (?P<file>[\w.-]+(?:#\w+)?) -->\n)(?P<body>.*?)(<!-- end figures -->)", re.S
+)
+# the make target of each benchmark script (BENCH_ARGS carries its arguments)
+TARGETS = {
+    "sweep.py": "bench",
+    "closure_bench.py": "bench-closure",
+    "entity_merge_bench.py": "bench-entity-merge",
+    "upsert_bench.py": "bench-upsert",
+    "bin_packing_bench.py": "bench-bin-packing",
+    "seed_bench.py": "bench-seed",
+}
+
+
+def seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
+
+
+def ratio(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def mib(value: float | None) -> str:
+    return "-" if value is None else f"{value / 2**20:,.0f} MiB"
+
+
+def table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
+    """A Markdown table; align holds one character a column: l(eft) or r(ight)."""
+    rule = ["---" if a == "l" else "---:" for a in align]
+    return [f"| {' | '.join(cells)} |" for cells in (header, rule, *rows)]
+
+
+def command(report: dict) -> str:
+    """The make command of the run (without --json: where the file went)."""
+    if report["command"].startswith("make "):
+        return report["command"]
+    script, *args = re.sub(r"\s--json[= ]\S+", "", report["command"]).split()
+    target = TARGETS[Path(script).name]
+    return f'make {target} BENCH_ARGS="{" ".join(args)}"' if args else f"make {target}"
+
+
+def run_line(report: dict) -> str:
+    """When and where the run was: date, cores, memory, versions, the loop's seconds."""
+    m = report["machine"]
+    loop = m.get("loop_s") or []
+    if len(loop) == 2:
+        speed = f"the loop of 30M additions took {loop[0]:.2f} s before and {loop[1]:.2f} s after"
+    elif loop:
+        speed = f"the loop of 30M additions took {loop[0]:.2f} s"
+    else:
+        speed = "the loop was not timed"
+    return (
+        f"Run of {report['generated'][:10]}: {m['cores']} cores, {m['memory']},"
+        f" `{m['master']}`, Python {m['python']}, Spark {m['spark']}; {speed}."
+    )
+
+
+# -- one renderer a benchmark: (report) -> table lines
+
+
+SHAPES = {
+    "random": "random, average degree 2",
+    "chain": "one chain",
+    "chains": "chains of 5,000",
+    "stars": "4 giant stars",
+}
+METHODS = {
+    "dbt_merge:driver": "default (driver)",
+    "dbt_merge:distributed": "default (distributed)",
+    "driver:driver": "driver (forced)",
+    "distributed:distributed": "distributed (forced)",
+    "rounds:distributed": "distributed, rounds to the end",
+    "sql": "SQL closure",
+    "large-star/small-star": "large-star/small-star",
+    "naive": "naive min-label",
+}
+
+
+def shape_name(shape: str) -> str:
+    if shape.startswith("table:"):
+        return f"the table `{shape.split(':', 1)[1]}`"
+    return SHAPES.get(shape, shape)
+
+
+def closure(report: dict) -> list[str]:
+    """One row a graph; a column a method (seconds and rounds); whether all agree."""
+    rows = report["results"]
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    graphs = list(dict.fromkeys((r["shape"], r["edges"]) for r in rows))
+    body = []
+    for shape, edges in graphs:
+        by_method = {r["method"]: r for r in rows if (r["shape"], r["edges"]) == (shape, edges)}
+        cells = [shape_name(shape), f"{edges:,}"]
+        for method in methods:
+            r = by_method.get(method)
+            if r is None:
+                cells.append("")
+            elif r.get("finished", True):
+                cells.append(f"{r['seconds']:.1f} s ({r['rounds']})")
+            else:
+                cells.append(f"did not finish in {r['seconds']:.0f} s")
+        components = {r["components"] for r in by_method.values() if r["components"] is not None}
+        cells.append(" / ".join(f"{c:,}" for c in sorted(components)))
+        compared = [r["same"] for r in by_method.values() if "same" in r]
+        cells.append("-" if not compared else ("yes" if all(compared) else "**no**"))
+        body.append(cells)
+    header = ["graph", "edges", *(f"{METHODS.get(m, m)}: s (rounds)" for m in methods)]
+    lines = table(
+        [*header, "components", "same components"], "lr" + "r" * len(methods) + "rr", body
+    )
+    # the peak is the process's: it is the method's when the method raised it
+    memory = [r for r in rows if r.get("python_peak_mib", 0) > r.get("python_peak_before_mib", 0)]
+    if memory:
+        lines += ["", *closure_memory(memory)]
+    return lines
+
+
+def closure_memory(rows: list[dict]) -> list[str]:
+    body = []
+    for r in rows:
+        peak = r["python_peak_mib"] - r["python_peak_before_mib"]
+        estimate = r["estimate"]["python_mib"]
+        body.append(
+            [
+                shape_name(r["shape"]),
+                f"{r['edges']:,}",
+                f"{r['nodes']:,}",
+                f"{r['seconds']:.1f} s",
+                f"{estimate:,} MiB",
+                f"{peak:,.0f} MiB",
+                ratio(estimate / peak),
+                f"{r['estimate']['jvm_mib']:,} MiB",
+            ]
+        )
+    header = [
+        "driver method on",
+        "edges",
+        "nodes",
+        "seconds",
+        "Python: estimate",
+        "peak (`ru_maxrss`)",
+        "estimate ÷ peak",
+        "JVM heap: estimate",
+    ]
+    return table(header, "lrrrrrrr", body)
+
+
+def entity_merge(report: dict) -> list[str]:
+    body = []
+    for r in report["results"]:
+        nodes = r["dbt_merge"]["nodes_s"]
+        naive = r.get("naive") or {}
+        if naive.get("finished"):
+            baseline = f"{naive['total_s']:.1f} s ({naive['rounds']} rounds)"
+        else:
+            baseline = f"did not finish in {naive['total_s']:.0f} s" if naive else "-"
+        body.append(
+            [
+                f"{r['records']:,}",
+                f"{r['entities']:,} ({r['largest']})",
+                seconds(nodes.get("people_edges")),
+                seconds(nodes.get("people_components")),
+                seconds(nodes.get("people")),
+                seconds(r["dbt_merge"]["total_s"]),
+                baseline,
+            ]
+        )
+    header = [
+        "records",
+        "golden entities (largest)",
+        "equality_edges",
+        "components",
+        "merge_entities",
+        "whole `dbt run`",
+        "hand-written baseline",
+    ]
+    return table(header, "rrrrrrr", body)
+
+
+def entity_merge_incremental(report: dict) -> list[str]:
+    body = []
+    for result in report["results"]:
+        for run in result["runs"]:
+            nodes = run["nodes_s"]
+            written = run.get("written_share")
+            body.append(
+                [
+                    f"{result['records']:,}",
+                    run["run"],
+                    "100%" if written is None else f"{written:.2%}",
+                    seconds(nodes.get("people_edges")),
+                    seconds(nodes.get("people_components")),
+                    seconds(nodes.get("people")),
+                    seconds(run["merge_s"]),
+                    ratio(run.get("ratio_to_full", 1.0), 3),
+                ]
+            )
+    header = [
+        "records",
+        "run",
+        "nodes written",
+        "edges",
+        "components",
+        "merged",
+        "three nodes",
+        "÷ full build",
+    ]
+    return table(header, "rlrrrrrr", body)
+
+
+def upsert(report: dict) -> list[str]:
+    delta = report.get("table_format") == "delta"
+    mor = "deletion vectors" if delta else "merge-on-read"
+    body = []
+    for r in report["results"]:
+        body.append(
+            [
+                f"{r['table_rows']:,} / {r['batch_rows']:,}",
+                "clustered (one id range)" if r["clustered"] else "spread over the table",
+                seconds(r["merge_s"]),
+                seconds(r["upsert_s"]),
+                ratio(r["ratio"]),
+                seconds(r["upsert_mor_s"]),
+                ratio(r["mor_ratio"]),
+                ratio(r["scan_mor_ratio"]),
+                seconds(r["compaction_s"]),
+                ratio(r["scan_mor_compacted_ratio"]),
+                f"{r['rows_after']:,}",
+            ]
+        )
+    header = [
+        "stored / batch rows",
+        "keys of the batch",
+        "`merge`",
+        "`upsert` copy-on-write",
+        "÷ merge",
+        f"`upsert` {mor}",
+        "÷ merge",
+        "scan ÷ copy-on-write",
+        "compaction",
+        "scan after ÷ copy-on-write",
+        "rows after",
+    ]
+    return table(header, "llrrrrrrrrr", body)
+
+
+def bin_packing(report: dict) -> list[str]:
+    body = []
+    for r in report["results"]:
+        naive = r.get("naive") or {}
+        if naive.get("finished"):
+            baseline = f"{naive['seconds']:.1f} s ({naive['bins']:,} bins)"
+        else:
+            baseline = f"did not finish in {naive['seconds']:.0f} s" if naive else "-"
+        offline = r["offline"]
+        body.append(
+            [
+                f"{r['items']:,} ({r['groups']:,})",
+                f"{r['streaming']['seconds']:.1f} s ({r['streaming']['bins']:,} bins)",
+                f"{offline['seconds']:.1f} s: {offline['bins']:,} / {offline['lower_bound']:,}"
+                f" = {offline['ratio']:.4f}",
+                baseline,
+            ]
+        )
+    header = [
+        "items (groups)",
+        "streaming `bin_pack`",
+        "offline `plan_offline`: bins / lower bound",
+        "driver first fit (baseline)",
+    ]
+    return table(header, "rrrr", body)
+
+
+def seed(report: dict) -> list[str]:
+    body = []
+    for r in report["results"]:
+        body.append(
+            [
+                f"{r['rows']:,}",
+                f"{r['read_dbt_s']:.2f} s / {r['read_adapter_s']:.2f} s",
+                f"{r['dataframe_dbt_csv_s']:.2f} s",
+                f"{r['dataframe_s']:.2f} s",
+                f"{r['insert_s']:.2f} s" if "insert_s" in r else "-",
+            ]
+        )
+    header = [
+        "rows",
+        "reading the CSV: dbt's / the adapter's",
+        "seed, dbt's reading",
+        "seed, the adapter's (default)",
+        "seed, INSERT batches",
+    ]
+    return table(header, "rrrrr", body)
+
+
+def sweep(report: dict) -> list[str]:
+    """A row a benchmark of `make bench`: each curve's seconds by size."""
+    body = []
+    for name, bench in report["benchmarks"].items():
+        sizes = " / ".join(f"{size:,}" for size in bench["sizes"])
+        for series_name, series in bench["series"].items():
+            points = [
+                f"{p['seconds']:.1f}" if p["finished"] else "did not finish"
+                for p in series["points"]
+            ]
+            slope = "-" if series.get("slope") is None else f"{series['slope']:.2f}"
+            body.append([name.replace("_", " "), sizes, series_name, " / ".join(points), slope])
+    header = ["benchmark", "sizes", "curve", "seconds", "slope"]
+    return table(header, "lrlrr", body)
+
+
+def suite(report: dict) -> list[str]:
+    """A fresh clone's `make test`: totals, what dbt cost, the slowest tests."""
+    r = report["results"]
+    tests = ", ".join(f"{n:,} {kind}" for kind, n in r["tests"].items())
+    cores = report["machine"]["cores"]
+    capacity = cores * r["wall_s"]
+    busy = "-" if r["busy_cpu_s"] is None else f"{r['busy_cpu_s']:,.0f} of {capacity:,.0f}"
+    lines = table(
+        ["fresh clone of", "tests", "pytest", "with the install", f"busy CPU-s of {cores} cores"],
+        "lrrrr",
+        [
+            [
+                f"`{r['commit'][:7]}`",
+                tests,
+                f"{r['pytest_s']:,.0f} s",
+                f"{r['wall_s']:,.0f} s ({r['wall_s'] / 60:.0f} min)",
+                busy,
+            ]
+        ],
+    )
+    dbt = r.get("dbt")
+    if dbt:
+        lines += [
+            "",
+            *table(
+                [
+                    "dbt commands in the test processes",
+                    "manifest loads",
+                    "of which full parses",
+                    "why full",
+                ],
+                "rrrl",
+                [
+                    [
+                        f"{dbt['commands']:,} in {dbt['command_s']:,} s",
+                        f"{dbt['loads']:,} in {dbt['load_s']:,} s",
+                        f"{dbt['full_parses']:,} in {dbt['full_parse_s']:,} s",
+                        r["full_parse_reasons"] or "-",
+                    ]
+                ],
+            ),
+        ]
+    slowest = [[f"`{t['test']}` ({t['phase']})", f"{t['seconds']:.0f} s"] for t in r["slowest"]]
+    return [*lines, "", *table(["slowest tests", "seconds"], "lr", slowest)]
+
+
+def sweep_points(report: dict, name: str) -> list[str]:
+    """One benchmark of `make bench`: a row a size, each curve's seconds and shuffle."""
+    bench = report["benchmarks"][name]
+    series = bench["series"]
+    body = []
+    for i, size in enumerate(bench["sizes"]):
+        cells = [f"{size:,}"]
+        for curve in series.values():
+            point = curve["points"][i]
+            shown = f"{point['seconds']:.1f} s"
+            if not point["finished"]:
+                shown = f"did not finish in {bench['baseline_cap_s']:.0f} s"
+            method = f" ({point['method']})" if point.get("method") else ""
+            cells += [shown + method, mib(point.get("shuffle_bytes"))]
+        body.append(cells)
+    header = [bench["x_label"]]
+    for curve_name in series:
+        header += [curve_name, "shuffle written"]
+    return table(header, "r" * len(header), body)
+
+
+RENDERERS: dict[str, Callable[[dict], list[str]]] = {
+    "suite": suite,
+    "results": sweep,
+    "closure": closure,
+    "entity_merge_incremental": entity_merge_incremental,
+    "entity_merge": entity_merge,
+    "upsert": upsert,
+    "bin_packing": bin_packing,
+    "seed": seed,
+}
+
+
+def renderer(file: str) -> Callable[[dict], list[str]]:
+    """The renderer of a results file: the longest name its stem starts with."""
+    stem = Path(file).stem
+    names = sorted((n for n in RENDERERS if stem.startswith(n)), key=len, reverse=True)
+    if not names:
+        raise ValueError(f"no renderer for {file}: its name starts with none of {list(RENDERERS)}")
+    return RENDERERS[names[0]]
+
+
+def render(spec: str, published: Path = PUBLISHED) -> str:
+    """The block of ``spec``: a results file, or ``results.json#<benchmark>``."""
+    file, _, part = spec.partition("#")
+    report = json.loads((published / file).read_text())
+    figures = sweep_points(report, part) if part else renderer(file)(report)
+    lines = ["```sh", command(report), "```", "", run_line(report), "", *figures]
+    return "\n".join(lines) + "\n"
+
+
+def render_page(text: str, published: Path = PUBLISHED) -> str:
+    """The page with every figures block generated again from its file."""
+    return BLOCK.sub(lambda m: m.group(1) + render(m.group("file"), published) + m.group(4), text)
+
+
+def blocks(text: str) -> list[tuple[str, str]]:
+    """(file, body) of each figures block of a page."""
+    return [(m.group("file"), m.group("body")) for m in BLOCK.finditer(text)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("files", nargs="*", help="results files of bench/out/ to publish")
+    parser.add_argument("--check", action="store_true", help="only compare, write nothing")
+    args = parser.parse_args()
+    if args.check:
+        stale = [
+            f"{page.relative_to(ROOT)}: {file}"
+            for page in PAGES
+            for file, body in blocks(page.read_text())
+            if body != render(file)
+        ]
+        for line in stale:
+            print(f"differs from its results file: {line}", file=sys.stderr)
+        return 1 if stale else 0
+    for file in args.files:
+        source = OUT / file
+        if not source.is_file():
+            parser.error(f"{source} is missing: run its benchmark first")
+        renderer(file)  # a file no block could show is refused before anything is copied
+        shutil.copy(source, PUBLISHED / file)
+        if file == "results.json":
+            (PUBLISHED / "plots").mkdir(exist_ok=True)
+            for plot in (OUT / "plots").glob("*.png"):
+                shutil.copy(plot, PUBLISHED / "plots" / plot.name)
+    for page in PAGES:
+        page.write_text(render_page(page.read_text()))
+        print(f"rendered {page.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
