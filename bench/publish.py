@@ -68,10 +68,10 @@ def table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
 
 
 def command(report: dict) -> str:
-    """The make command of the run (without --json: where the file went)."""
+    """The make command of the run."""
     if report["command"].startswith("make "):
         return report["command"]
-    script, *args = re.sub(r"\s--json[= ]\S+", "", report["command"]).split()
+    script, *args = report["command"].split()
     target = TARGETS[Path(script).name]
     return f'make {target} BENCH_ARGS="{" ".join(args)}"' if args else f"make {target}"
 
@@ -145,8 +145,9 @@ def closure(report: dict) -> list[str]:
     lines = table(
         [*header, "components", "same components"], "lr" + "r" * len(methods) + "rr", body
     )
-    # the peak is the process's: it is the method's when the method raised it
-    memory = [r for r in rows if r.get("python_peak_mib", 0) > r.get("python_peak_before_mib", 0)]
+    # the peak is the process's: it is the method's only when the method ran first; shown
+    # for a given table (--table), where the memory decides the method
+    memory = [r for r in rows[:1] if "estimate" in r and r["shape"].startswith("table:")]
     if memory:
         lines += ["", *closure_memory(memory)]
     return lines
@@ -262,7 +263,7 @@ def upsert(report: dict) -> list[str]:
                 ratio(r["scan_mor_ratio"]),
                 seconds(r["compaction_s"]),
                 ratio(r["scan_mor_compacted_ratio"]),
-                f"{r['rows_after']:,}",
+                f"{r['rows_after']['upserted']:,}",
             ]
         )
     header = [
@@ -276,7 +277,7 @@ def upsert(report: dict) -> list[str]:
         "scan ÷ copy-on-write",
         "compaction",
         "scan after ÷ copy-on-write",
-        "rows after",
+        "rows after the upsert",
     ]
     return table(header, "llrrrrrrrrr", body)
 
@@ -309,25 +310,27 @@ def bin_packing(report: dict) -> list[str]:
 
 
 def seed(report: dict) -> list[str]:
+    inserts = any("insert_s" in r for r in report["results"])  # --insert-max 0: none
     body = []
     for r in report["results"]:
-        body.append(
-            [
-                f"{r['rows']:,}",
-                f"{r['read_dbt_s']:.2f} s / {r['read_adapter_s']:.2f} s",
-                f"{r['dataframe_dbt_csv_s']:.2f} s",
-                f"{r['dataframe_s']:.2f} s",
-                f"{r['insert_s']:.2f} s" if "insert_s" in r else "-",
-            ]
-        )
+        cells = [
+            f"{r['rows']:,}",
+            f"{r['read_dbt_s']:.2f} s / {r['read_adapter_s']:.2f} s",
+            f"{r['dataframe_dbt_csv_s']:.2f} s",
+            f"{r['dataframe_s']:.2f} s",
+        ]
+        if inserts:
+            cells.append(f"{r['insert_s']:.2f} s" if "insert_s" in r else "-")
+        body.append(cells)
     header = [
         "rows",
         "reading the CSV: dbt's / the adapter's",
         "seed, dbt's reading",
         "seed, the adapter's (default)",
-        "seed, INSERT batches",
     ]
-    return table(header, "rrrrr", body)
+    if inserts:
+        header.append("seed, INSERT batches")
+    return table(header, "r" * len(header), body)
 
 
 def sweep(report: dict) -> list[str]:
@@ -344,6 +347,9 @@ def sweep(report: dict) -> list[str]:
             body.append([name.replace("_", " "), sizes, series_name, " / ".join(points), slope])
     header = ["benchmark", "sizes", "curve", "seconds", "slope"]
     return table(header, "lrlrr", body)
+
+
+SLOWEST = 5  # tests the suite's table lists
 
 
 def suite(report: dict) -> list[str]:
@@ -383,12 +389,16 @@ def suite(report: dict) -> list[str]:
                         f"{dbt['commands']:,} in {dbt['command_s']:,} s",
                         f"{dbt['loads']:,} in {dbt['load_s']:,} s",
                         f"{dbt['full_parses']:,} in {dbt['full_parse_s']:,} s",
-                        r["full_parse_reasons"] or "-",
+                        (r["full_parse_reasons"] or "-")
+                        .replace("vars_changed", "a changed `--vars`")
+                        .replace("no saved manifest (the project's first parse)", "a first parse"),
                     ]
                 ],
             ),
         ]
-    slowest = [[f"`{t['test']}` ({t['phase']})", f"{t['seconds']:.0f} s"] for t in r["slowest"]]
+    slowest = [
+        [f"`{t['test']}` ({t['phase']})", f"{t['seconds']:.0f} s"] for t in r["slowest"][:SLOWEST]
+    ]
     return [*lines, "", *table(["slowest tests", "seconds"], "lr", slowest)]
 
 
@@ -410,7 +420,28 @@ def sweep_points(report: dict, name: str) -> list[str]:
     header = [bench["x_label"]]
     for curve_name in series:
         header += [curve_name, "shuffle written"]
+    extra = SWEEP_EXTRA.get(name)
+    if extra:  # one more column from the benchmark's rows (one row a size)
+        header.append(extra[0])
+        for cells, row in zip(body, bench["rows"], strict=True):
+            cells.append(extra[1](row))
     return table(header, "r" * len(header), body)
+
+
+# columns the sweep's curves do not hold, from its rows: (header, row -> cell)
+SWEEP_EXTRA: dict[str, tuple[str, Callable[[dict], str]]] = {
+    "entity_merge": (
+        "edges / components / merged nodes",
+        lambda row: (
+            " / ".join(
+                f"{row['dbt_merge']['nodes_s'][node]:.1f}"
+                for node in ("people_edges", "people_components", "people")
+            )
+            + " s"
+        ),
+    ),
+    "bin_packing": ("offline bins ÷ lower bound", lambda row: f"{row['offline']['ratio']:.4f}"),
+}
 
 
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {
@@ -439,7 +470,7 @@ def render(spec: str, published: Path = PUBLISHED) -> str:
     file, _, part = spec.partition("#")
     report = json.loads((published / file).read_text())
     figures = sweep_points(report, part) if part else renderer(file)(report)
-    lines = ["```sh", command(report), "```", "", run_line(report), "", *figures]
+    lines = ["```sh", command(report), "```", run_line(report), "", *figures]
     return "\n".join(lines) + "\n"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -581,7 +582,7 @@ def test_the_documented_errors_are_the_messages_the_code_raises(reference):
 
 
 def results_rows(path: Path) -> dict[str, str]:
-    """The rows of the table after ``<!-- results: ... -->``, by their first cell."""
+    """The rows of the README's table after ``<!-- results: ... -->``, by their first cell."""
     lines = path.read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("<!-- results: "))
     rows = {}
@@ -593,24 +594,44 @@ def results_rows(path: Path) -> dict[str, str]:
     return rows
 
 
-@pytest.mark.parametrize("document", ["docs/benchmarks.md", "README.md"])
-def test_the_benchmark_tables_are_the_published_results(document):
-    """Every figure of the published ``make bench`` run is in the page's table (the
-    README's: the largest size of each dbt_merge curve), and the page dates the run."""
+def test_the_readme_table_is_the_published_sweep():
+    """Every dbt_merge figure of the published ``make bench`` run at its largest size is
+    in the README's table."""
     results = json.loads((DOCS / "bench" / "results.json").read_text())
-    rows = results_rows(ROOT / document)
+    rows = results_rows(ROOT / "README.md")
     for name, benchmark in results["benchmarks"].items():
         label = name.replace("_", " ")
         row = next((r for first, r in rows.items() if label in first), None)
-        assert row, f"{document}: no row for {name}"
+        assert row, f"README.md: no row for {name}"
         for series_name, series in benchmark["series"].items():
-            points = series["points"]
-            if document == "README.md":
-                if series["baseline"]:
-                    continue
-                points = points[-1:]
-            for point in points:
-                figure = f"{point['seconds']:.1f}" if point["finished"] else "did not finish"
-                assert figure in row, f"{document}: {name} {series_name} {point}"
-    if document != "README.md":
-        assert results["generated"][:10] in (ROOT / document).read_text()
+            if series["baseline"]:
+                continue
+            point = series["points"][-1]
+            figure = f"{point['seconds']:.1f}" if point["finished"] else "did not finish"
+            assert figure in row, f"README.md: {name} {series_name} {point}"
+
+
+def _publish():
+    spec = importlib.util.spec_from_file_location("bench_publish", ROOT / "bench" / "publish.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmark_pages_figures_are_their_results_files():
+    """Every figures block of the benchmark pages is what bench/publish.py renders from
+    its results file in docs/bench/ (command, machine, date, table), and every results
+    file there is shown by a block."""
+    publish = _publish()
+    shown = set()
+    for page in publish.PAGES:
+        blocks = publish.blocks(page.read_text())
+        assert blocks, f"{page.name} has no figures block"
+        for file, body in blocks:
+            assert body == publish.render(file), (
+                f"{page.name}: the block of {file} differs from the file: "
+                "run .venv/bin/python bench/publish.py"
+            )
+            shown.add(file.partition("#")[0])
+    files = {path.name for path in (DOCS / "bench").glob("*.json")}
+    assert files <= shown, f"results files no page shows: {sorted(files - shown)}"
