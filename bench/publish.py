@@ -183,38 +183,6 @@ def closure_memory(rows: list[dict]) -> list[str]:
     return table(header, "lrrrrrrr", body)
 
 
-def entity_merge(report: dict) -> list[str]:
-    body = []
-    for r in report["results"]:
-        nodes = r["dbt_merge"]["nodes_s"]
-        naive = r.get("naive") or {}
-        if naive.get("finished"):
-            baseline = f"{naive['total_s']:.1f} s ({naive['rounds']} rounds)"
-        else:
-            baseline = f"did not finish in {naive['total_s']:.0f} s" if naive else "-"
-        body.append(
-            [
-                f"{r['records']:,}",
-                f"{r['entities']:,} ({r['largest']})",
-                seconds(nodes.get("people_edges")),
-                seconds(nodes.get("people_components")),
-                seconds(nodes.get("people")),
-                seconds(r["dbt_merge"]["total_s"]),
-                baseline,
-            ]
-        )
-    header = [
-        "records",
-        "golden entities (largest)",
-        "equality_edges",
-        "components",
-        "merge_entities",
-        "whole `dbt run`",
-        "hand-written baseline",
-    ]
-    return table(header, "rrrrrrr", body)
-
-
 def entity_merge_incremental(report: dict) -> list[str]:
     body = []
     for result in report["results"]:
@@ -449,7 +417,6 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "results": sweep,
     "closure": closure,
     "entity_merge_incremental": entity_merge_incremental,
-    "entity_merge": entity_merge,
     "upsert": upsert,
     "bin_packing": bin_packing,
     "seed": seed,
