@@ -437,7 +437,20 @@ def render(spec: str, published: Path = PUBLISHED) -> str:
     file, _, part = spec.partition("#")
     report = json.loads((published / file).read_text())
     figures = sweep_points(report, part) if part else renderer(file)(report)
-    lines = ["```sh", command(report), "```", run_line(report), "", *figures]
+    line = run_line(report)
+    if part:  # a benchmark of the sweep: its own run, which --only may have left older
+        bench = report["benchmarks"][part]
+        if "generated" in bench:
+            report = dict(report, generated=bench["generated"], command=bench["command"])
+            line = run_line(report)
+        else:  # the command that made every benchmark of the file, not its last --only
+            report = dict(report, command="bench/sweep.py")
+            line = (
+                f"{part.replace('_', ' ').capitalize()} as of the sweep's file of"
+                f" {report['generated'][:10]}, from that run or an earlier one (the sweep dates"
+                " each benchmark from 2026-11-30 on); the machine: " + line.split(": ", 1)[1]
+            )
+    lines = ["```sh", command(report), "```", line, "", *figures]
     return "\n".join(lines) + "\n"
 
 

@@ -291,6 +291,11 @@ def main() -> int:
             sizes = [*bench.sizes, *(bench.large if args.large else ())]
             sizes = [max(1_000, round(size * args.scale)) for size in sizes]
             results["benchmarks"][name] = run(name, bench, sizes, args.baseline_cap)
+            # each benchmark's own date and command: --only merges into earlier results
+            results["benchmarks"][name].update(
+                generated=datetime.now(UTC).isoformat(timespec="seconds"),
+                command=" ".join(["bench/sweep.py", *sys.argv[1:]]),
+            )
             # written after every benchmark, so a later failure keeps the earlier curves
             results.update(
                 generated=datetime.now(UTC).isoformat(timespec="seconds"),
