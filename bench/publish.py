@@ -76,8 +76,8 @@ def command(report: dict) -> str:
     return f'make {target} BENCH_ARGS="{" ".join(args)}"' if args else f"make {target}"
 
 
-def run_line(report: dict) -> str:
-    """When and where the run was: date, cores, memory, versions, the loop's seconds."""
+def machine_text(report: dict) -> str:
+    """Cores, memory, versions and the loop's seconds of the run's machine."""
     m = report["machine"]
     loop = m.get("loop_s") or []
     if len(loop) == 2:
@@ -87,9 +87,14 @@ def run_line(report: dict) -> str:
     else:
         speed = "the loop was not timed"
     return (
-        f"Run of {report['generated'][:10]}: {m['cores']} cores, {m['memory']},"
-        f" `{m['master']}`, Python {m['python']}, Spark {m['spark']}; {speed}."
+        f"{m['cores']} cores, {m['memory']}, `{m['master']}`, Python {m['python']},"
+        f" Spark {m['spark']}; {speed}"
     )
+
+
+def run_line(report: dict) -> str:
+    """When and where the run was: date, cores, memory, versions, the loop's seconds."""
+    return f"Run of {report['generated'][:10]}: {machine_text(report)}."
 
 
 # -- one renderer a benchmark: (report) -> table lines
@@ -437,19 +442,19 @@ def render(spec: str, published: Path = PUBLISHED) -> str:
     file, _, part = spec.partition("#")
     report = json.loads((published / file).read_text())
     figures = sweep_points(report, part) if part else renderer(file)(report)
-    line = run_line(report)
-    if part:  # a benchmark of the sweep: its own run, which --only may have left older
-        bench = report["benchmarks"][part]
-        if "generated" in bench:
-            report = dict(report, generated=bench["generated"], command=bench["command"])
-            line = run_line(report)
-        else:  # the command that made every benchmark of the file, not its last --only
-            report = dict(report, command="bench/sweep.py")
-            line = (
-                f"{part.replace('_', ' ').capitalize()} as of the sweep's file of"
-                f" {report['generated'][:10]}, from that run or an earlier one (the sweep dates"
-                " each benchmark from 2026-11-30 on); the machine: " + line.split(": ", 1)[1]
-            )
+    bench = report["benchmarks"][part] if part else {}
+    if "generated" in bench:  # a benchmark of the sweep dated by its own run
+        report = dict(report, generated=bench["generated"], command=bench["command"])
+    if part and "generated" not in bench:  # --only may have left its figures older
+        # the command that made every benchmark of the file, not its last --only
+        report = dict(report, command="bench/sweep.py")
+        line = (
+            f"{part.replace('_', ' ').capitalize()} as of the sweep's file of"
+            f" {report['generated'][:10]}, from that run or an earlier one (the sweep dates"
+            f" each benchmark from 2026-11-30 on); the machine: {machine_text(report)}."
+        )
+    else:
+        line = run_line(report)
     lines = ["```sh", command(report), "```", line, "", *figures]
     return "\n".join(lines) + "\n"
 

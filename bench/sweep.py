@@ -291,16 +291,15 @@ def main() -> int:
             sizes = [*bench.sizes, *(bench.large if args.large else ())]
             sizes = [max(1_000, round(size * args.scale)) for size in sizes]
             results["benchmarks"][name] = run(name, bench, sizes, args.baseline_cap)
+            stamp = {
+                "generated": datetime.now(UTC).isoformat(timespec="seconds"),
+                "command": " ".join(["bench/sweep.py", *sys.argv[1:]]),
+            }
             # each benchmark's own date and command: --only merges into earlier results
-            results["benchmarks"][name].update(
-                generated=datetime.now(UTC).isoformat(timespec="seconds"),
-                command=" ".join(["bench/sweep.py", *sys.argv[1:]]),
-            )
+            results["benchmarks"][name].update(stamp)
             # written after every benchmark, so a later failure keeps the earlier curves
             results.update(
-                generated=datetime.now(UTC).isoformat(timespec="seconds"),
-                command=" ".join(["bench/sweep.py", *sys.argv[1:]]),
-                machine=dict(measured_on, loop_s=[*measured_on["loop_s"], loop_seconds()]),
+                stamp, machine=dict(measured_on, loop_s=[*measured_on["loop_s"], loop_seconds()])
             )
             RESULTS.write_text(json.dumps(results, indent=2) + "\n")
         print(f"\n# sweep took {time.monotonic() - started:.0f} s", flush=True)
