@@ -32,9 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
 PUBLISHED = ROOT / "docs" / "bench"
-PAGES = (ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "scaling.md")
+PAGES = (ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "scaling.md", ROOT / "README.md")
 # a block names its file, and for the sweep's file may name one benchmark of it
-# (results.json#closure: that benchmark's points, size by size)
+# (results.json#closure: that benchmark's points, size by size) or the README's
+# table (results.json#summary)
 BLOCK = re.compile(
     r"(<!-- figures: (?P<file>[\w.-]+(?:#\w+)?) -->\n)(?P<body>.*?)(<!-- end figures -->)", re.S
 )
@@ -417,6 +418,79 @@ SWEEP_EXTRA: dict[str, tuple[str, Callable[[dict], str]]] = {
 }
 
 
+def summary(report: dict) -> list[str]:
+    """The README's table: each benchmark of `make bench` at its largest size, dbt_merge
+    (its other method in brackets) against its baseline, and the dates of the runs."""
+
+    def point(bench: str, curve: str) -> str:
+        found = report["benchmarks"][bench]["series"][curve]["points"][-1]
+        if found["finished"]:
+            return f"{found['seconds']:.1f} s"
+        return f"did not finish in {report['benchmarks'][bench]['baseline_cap_s']:.0f} s"
+
+    body = []
+    for bench, what, unit, main, other, base, base_name in SUMMARY:
+        size = report["benchmarks"][bench]["sizes"][-1]
+        body.append(
+            [
+                what,
+                f"{size / 1e6:g}M {unit}",
+                f"{point(bench, main)} ({other[0]} {point(bench, other[1])})"
+                if other
+                else point(bench, main),
+                f"{base_name}: {point(bench, base)}",
+            ]
+        )
+    dates = sorted({b.get("generated", report["generated"])[:10] for b in report["benchmarks"].values()})
+    return [
+        f"From `make bench` of {' and '.join(dates)}, {machine_text(report)}.",
+        "",
+        *table(["benchmark", "size", "dbt_merge", "baseline"], "lrrr", body),
+    ]
+
+
+# the README's rows: benchmark, what, unit of its size, dbt_merge's curve, (its other method's
+# name, curve) or None, the baseline's curve and name
+SUMMARY = (
+    (
+        "closure",
+        "transitive closure, random graph",
+        "edges",
+        "dbt_merge, default",
+        ("distributed method", "dbt_merge, distributed (forced)"),
+        "naive min-label propagation",
+        "naive min-label",
+    ),
+    (
+        "entity_merge",
+        "entity merge, whole `dbt run`",
+        "records",
+        "dbt_merge: dbt run",
+        None,
+        "hand-written Spark job",
+        "hand-written job",
+    ),
+    (
+        "upsert",
+        "upsert, batch of a tenth of the table",
+        "stored rows",
+        "upsert, raw batch",
+        ("merge-on-read", "upsert, merge_on_read table"),
+        "dbt-spark merge, deduplicated batch",
+        "dbt-spark `merge` of a deduplicated batch",
+    ),
+    (
+        "bin_packing",
+        "bin packing, 1,000 groups",
+        "items",
+        "bin_pack (streaming)",
+        ("offline plan", "plan_offline (first fit decreasing)"),
+        "driver first fit",
+        "driver first fit",
+    ),
+)
+
+
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "suite": suite,
     "results": sweep,
@@ -441,6 +515,8 @@ def render(spec: str, published: Path = PUBLISHED) -> str:
     """The block of ``spec``: a results file, or ``results.json#<benchmark>``."""
     file, _, part = spec.partition("#")
     report = json.loads((published / file).read_text())
+    if part == "summary":  # the README's table: no command, the runs' dates
+        return "\n".join(summary(report)) + "\n"
     figures = sweep_points(report, part) if part else renderer(file)(report)
     bench = report["benchmarks"][part] if part else {}
     if "generated" in bench:  # a benchmark of the sweep dated by its own run

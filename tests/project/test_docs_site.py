@@ -584,16 +584,13 @@ def test_the_documented_errors_are_the_messages_the_code_raises(reference):
 
 
 def results_rows(path: Path) -> dict[str, str]:
-    """The rows of the README's table after ``<!-- results: ... -->``, by their first cell."""
-    lines = path.read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("<!-- results: "))
-    rows = {}
-    for line in lines[start + 3 :]:
-        if not line.startswith("|"):
-            break
-        cells = split_row(line)
-        rows[cells[0]] = line
-    return rows
+    """The rows of the README's table (the block ``results.json#summary``), by their
+    first cell."""
+    text = path.read_text()
+    block = text[text.index("<!-- figures: results.json#summary -->") :]
+    block = block[: block.index("<!-- end figures -->")]
+    table_lines = [line for line in block.splitlines() if line.startswith("|")]
+    return {split_row(line)[0]: line for line in table_lines[2:]}
 
 
 def test_the_readme_table_is_the_published_sweep():
