@@ -77,9 +77,15 @@ def command(report: dict) -> str:
     return f'make {target} BENCH_ARGS="{" ".join(args)}"' if args else f"make {target}"
 
 
-def machine_text(report: dict) -> str:
-    """Cores, memory, versions and the loop's seconds of the run's machine."""
+def machine_text(report: dict, loop: bool = True) -> str:
+    """Cores, memory, versions and (with loop) the loop's seconds of the run's machine."""
     m = report["machine"]
+    versions = (
+        f"{m['cores']} cores, {m['memory']}, `{m['master']}`, Python {m['python']},"
+        f" Spark {m['spark']}"
+    )
+    if not loop:
+        return versions
     loop = m.get("loop_s") or []
     if len(loop) == 2:
         speed = f"the loop of 30M additions took {loop[0]:.2f} s before and {loop[1]:.2f} s after"
@@ -87,10 +93,7 @@ def machine_text(report: dict) -> str:
         speed = f"the loop of 30M additions took {loop[0]:.2f} s"
     else:
         speed = "the loop was not timed"
-    return (
-        f"{m['cores']} cores, {m['memory']}, `{m['master']}`, Python {m['python']},"
-        f" Spark {m['spark']}; {speed}"
-    )
+    return f"{versions}; {speed}"
 
 
 def run_line(report: dict) -> str:
@@ -441,9 +444,11 @@ def summary(report: dict) -> list[str]:
                 f"{base_name}: {point(bench, base)}",
             ]
         )
-    dates = sorted({b.get("generated", report["generated"])[:10] for b in report["benchmarks"].values()})
+    dates = sorted(
+        {b.get("generated", report["generated"])[:10] for b in report["benchmarks"].values()}
+    )
     return [
-        f"From `make bench` of {' and '.join(dates)}, {machine_text(report)}.",
+        f"From `make bench` of {' and '.join(dates)}: {machine_text(report, loop=False)}.",
         "",
         *table(["benchmark", "size", "dbt_merge", "baseline"], "lrrr", body),
     ]
@@ -520,7 +525,12 @@ def render(spec: str, published: Path = PUBLISHED) -> str:
     figures = sweep_points(report, part) if part else renderer(file)(report)
     bench = report["benchmarks"][part] if part else {}
     if "generated" in bench:  # a benchmark of the sweep dated by its own run
-        report = dict(report, generated=bench["generated"], command=bench["command"])
+        report = dict(
+            report,
+            generated=bench["generated"],
+            command=bench["command"],
+            machine=bench.get("machine", report["machine"]),
+        )
     if part and "generated" not in bench:  # --only may have left its figures older
         # the command that made every benchmark of the file, not its last --only
         report = dict(report, command="bench/sweep.py")

@@ -286,21 +286,27 @@ def main() -> int:
         started = time.monotonic()
         OUT.mkdir(parents=True, exist_ok=True)
         measured_on = machine()
+        loop_before = measured_on["loop_s"][0]
         for name in names:
             bench = BENCHMARKS[name]
             sizes = [*bench.sizes, *(bench.large if args.large else ())]
             sizes = [max(1_000, round(size * args.scale)) for size in sizes]
             results["benchmarks"][name] = run(name, bench, sizes, args.baseline_cap)
+            loop_after = loop_seconds()
             stamp = {
                 "generated": datetime.now(UTC).isoformat(timespec="seconds"),
                 "command": " ".join(["bench/sweep.py", *sys.argv[1:]]),
             }
-            # each benchmark's own date and command: --only merges into earlier results
-            results["benchmarks"][name].update(stamp)
+            # each benchmark's own date, command and loop before and after it: --only
+            # merges into earlier results
+            results["benchmarks"][name].update(
+                stamp, machine=dict(measured_on, loop_s=[loop_before, loop_after])
+            )
             # written after every benchmark, so a later failure keeps the earlier curves
             results.update(
-                stamp, machine=dict(measured_on, loop_s=[*measured_on["loop_s"], loop_seconds()])
+                stamp, machine=dict(measured_on, loop_s=[measured_on["loop_s"][0], loop_after])
             )
+            loop_before = loop_after
             RESULTS.write_text(json.dumps(results, indent=2) + "\n")
         print(f"\n# sweep took {time.monotonic() - started:.0f} s", flush=True)
     for name, result in results["benchmarks"].items():
