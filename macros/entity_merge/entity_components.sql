@@ -9,7 +9,7 @@
      in dbt_merge.entity_merge.components): node, component (the smallest node name of
      its component) and, from an edges table with batches, _batch and
      previous_component (null). Large-star/small-star rounds (Kiveris et al. 2014) on
-     64-bit ids of the node names, each round two statements into scratch tables beside
+     64-bit ids of the node names, each round one statement into a scratch table beside
      the model (CREATE TABLE AS the first time, INSERT OVERWRITE after) and a query of
      the edges' count and checksum; once a round changes nothing, a query confirms that
      every component is a star around its smallest id. The last statement writes the
@@ -91,7 +91,7 @@
      Delta tables); a run drops them first (a run that failed left them) and last. --#}
 {% macro _entity_closure_scratch(target_relation) %}
     {%- set tables = {} -%}
-    {%- for step in ['nodes', 'edges_0', 'edges_1', 'large'] %}
+    {%- for step in ['nodes', 'edges_0', 'edges_1'] %}
         {%- do tables.update({step: target_relation.incorporate(path={'identifier': target_relation.identifier ~ '__dbt_merge_closure_' ~ step}, type='table')}) %}
     {%- endfor %}
     {{ return(tables) }}
@@ -156,8 +156,8 @@
         {%- endif %}
     {%- endif %}
     {%- do dbt_merge._entity_closure_create(scratch.edges_0, dbt_merge._entity_closure_edges_sql(sql, columns, hashed)) %}
-    {#-- every round writes the large-star step and the small-star step over the table
-         of the round before, and compares the edges' checksum (count, xor of the
+    {#-- every round writes its large-star and small-star steps, one statement over the
+         table of the round before, and compares the edges' checksum (count, xor of the
          edges' hashes) with the previous round's: once a round changes nothing, the
          stars query confirms (a graph without edges has no round) --#}
     {%- set found = run_query(dbt_merge._entity_closure_checksum_sql(scratch.edges_0)).rows[0] -%}
@@ -172,8 +172,7 @@
             {%- endif %}
             {%- do dbt_merge._failpoint('entity_components.round') %}
             {%- set step = 'edges_' ~ (round % 2) -%}
-            {%- do dbt_merge._entity_closure_write(scratch, 'large', dbt_merge._entity_closure_large_star_sql(state.edges), state.created) %}
-            {%- do dbt_merge._entity_closure_write(scratch, step, dbt_merge._entity_closure_small_star_sql(scratch.large), state.created) %}
+            {%- do dbt_merge._entity_closure_write(scratch, step, dbt_merge._entity_closure_round_sql(state.edges), state.created) %}
             {%- set state.edges = scratch[step] -%}
             {%- set found = run_query(dbt_merge._entity_closure_checksum_sql(state.edges)).rows[0] -%}
             {%- if [found[0], found[1]] == state.checksum %}
@@ -267,42 +266,42 @@
 {% endmacro %}
 
 
-{#-- Large star: every node u joins each larger neighbour v to the smallest of u and
-     its neighbours. --#}
-{% macro _entity_closure_large_star_sql(edges) %}
+{#-- One round over edges (a > b): a large-star step, then a small-star step over its
+     result, in one statement (no table between them). Large star: every node u joins
+     each larger neighbour v to m, the smallest of u and its neighbours. Small star:
+     every node a joins itself and each smaller neighbour b to the smallest of them.
+     Window functions instead of a grouping joined back: a node's neighbours are one
+     partition; the large-star rows are distributed by their larger end, which is the
+     small-star step's partition, so the distinct and the window need no other
+     exchange. --#}
+{% macro _entity_closure_round_sql(edges) %}
     with neighbours as (
         select a as u, b as v from {{ edges }}
         union all
         select b as u, a as v from {{ edges }}
     ),
 
-    smallest as (
-        select u, least(u, min(v)) as m from neighbours group by u
-    )
-
-    select distinct neighbours.v as a, smallest.m as b
-    from neighbours
-    inner join smallest on neighbours.u = smallest.u
-    where neighbours.v > neighbours.u
-{% endmacro %}
-
-
-{#-- Small star: every node u joins itself and each smaller neighbour to the smallest of
-     them. --#}
-{% macro _entity_closure_small_star_sql(edges) %}
-    with smallest as (
-        select a as u, min(b) as m from {{ edges }} group by a
+    large_star as (
+        select distinct a, b
+        from (
+            select v as a, least(u, m) as b
+            from (
+                select u, v, min(v) over (partition by u) as m from neighbours
+            ) as around
+            where v > u
+            distribute by a
+        ) as hooked
     ),
 
-    moved as (
-        select edges.b as a, smallest.m as b
-        from {{ edges }} as edges
-        inner join smallest on edges.a = smallest.u
-        union all
-        select u as a, m as b from smallest
+    small_star as (
+        select a, b, min(b) over (partition by a) as m from large_star
     )
 
-    select distinct a, b from moved where a != b
+    select distinct node as a, m as b
+    from (
+        select explode(array(a, b)) as node, m from small_star
+    ) as moved
+    where node != m
 {% endmacro %}
 
 

@@ -223,11 +223,9 @@ RENDERING = {
         {{ dbt_merge._entity_closure_checksum_sql(scratch.edges_0) }};
         {{ dbt_merge._entity_closure_stars_sql(scratch.edges_0) }};
         {{ dbt_merge._entity_closure_create_sql(
-            scratch.large, dbt_merge._entity_closure_large_star_sql(scratch.edges_0)) }};
-        {{ dbt_merge._entity_closure_create_sql(
-            scratch.edges_1, dbt_merge._entity_closure_small_star_sql(scratch.large)) }};
+            scratch.edges_1, dbt_merge._entity_closure_round_sql(scratch.edges_0)) }};
         {{ dbt_merge._entity_closure_overwrite_sql(
-            scratch.edges_0, dbt_merge._entity_closure_small_star_sql(scratch.large)) }};
+            scratch.edges_0, dbt_merge._entity_closure_round_sql(scratch.edges_1)) }};
         {{ dbt_merge._entity_closure_labels_sql(
             columns, scratch, {'edges': scratch.edges_1, 'batch': 7}) }};
         {{ dbt_merge._entity_closure_labels_sql(
@@ -327,8 +325,7 @@ RENDERED = {
     "_entity_closure_id": "closure_sql",
     "_entity_closure_stars_sql": "closure_sql",
     "_entity_closure_checksum_sql": "closure_sql",
-    "_entity_closure_large_star_sql": "closure_sql",
-    "_entity_closure_small_star_sql": "closure_sql",
+    "_entity_closure_round_sql": "closure_sql",
     "_entity_closure_labels_sql": "closure_sql",
     "get_create_auto_merge_provenance_sql": "auto_merge_sql",
     "_auto_merge_event_sql": "auto_merge_sql",
