@@ -29,8 +29,7 @@ ones) instead of spread over the whole table, so few data files hold them.
 
 `--table-format delta`: every table is a Delta table (the profile's `table_format:
 delta`, its own warehouse), merge_on_read is Delta's deletion vectors, and dbt-spark's
-`merge` runs on Delta. The compaction step is left out there: execute_upsert_compaction
-is Iceberg only.
+`merge` runs on Delta, and the compaction is Delta's REORG TABLE ... APPLY (PURGE).
 
 Usage:
   .venv/bin/python bench/upsert_bench.py [--sizes 1000000,10000000] [--batch-rows N]
@@ -239,12 +238,7 @@ def measure(spark, table_rows: int, batch_rows: int, clustered: bool = False) ->
     ).first()[0]
     assert differ == 0, "copy_on_write and merge_on_read give different rows"
     scans = {model: scan(spark, model) for model in ("merged", "upserted")}
-    if PROJECT.table_format == "delta":  # execute_upsert_compaction is Iceberg only
-        none = {"compaction_s": None, "scan_after_s": None, "files_after": None}
-        compaction = {"scan_before_s": scan(spark, "upserted_mor"), **none}
-        compaction["files_before"] = files(spark, "upserted_mor")
-    else:
-        compaction = compact(spark, "upserted_mor")
+    compaction = compact(spark, "upserted_mor")
     print(f"scans: {scans}, merge_on_read: {json.dumps(compaction)}", flush=True)
     return {
         **counts,

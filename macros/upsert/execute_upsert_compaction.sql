@@ -39,16 +39,20 @@
     {% if found is none or found is undefined %}
         {{ return({}) }}
     {% endif %}
-    {% for row in found.rows if (row[0] | string).strip().lower() == 'provider' and (row[1] | string).strip().lower() != 'iceberg' %}
+    {% set provider = {'name': 'iceberg'} %}
+    {% for row in found.rows if (row[0] | string).strip().lower() == 'provider' %}
+        {% do provider.update({'name': (row[1] | string).strip().lower()}) %}
+    {% endfor %}
+    {% if provider.name not in ['iceberg', 'delta'] or (provider.name == 'delta' and adapter.type() != 'spark_session') %}
         {% set msg -%}
-            dbt_merge.execute_upsert_compaction of {{ target }}, setting 'file_format': the table's provider is {{ row[1] }}. Compaction reads Iceberg's metadata tables (<table>.position_deletes) and runs Iceberg's rewrite_data_files; on Delta, use REORG TABLE {{ target }} APPLY (PURGE) or OPTIMIZE. Nothing was changed
+            dbt_merge.execute_upsert_compaction of {{ target }}, setting 'file_format': the table's provider is {{ provider.name }}{{ ' on the ' ~ adapter.type() ~ ' adapter' if provider.name == 'delta' }}. Compaction reads Iceberg's metadata tables (<table>.position_deletes) and runs Iceberg's rewrite_data_files, or reads a Delta table's files through the spark_session adapter and runs REORG TABLE ... APPLY (PURGE); elsewhere on Delta, use REORG TABLE {{ target }} APPLY (PURGE) or OPTIMIZE. Nothing was changed
         {%- endset %}
         {% do exceptions.raise_compiler_error(msg) %}
-    {% endfor %}
+    {% endif %}
     {% set thresholds = dbt_merge._upsert_compaction_thresholds(
         'execute_upsert_compaction',
         {'delete_files': 1 if delete_files is none and deleted_ratio is none else delete_files, 'deleted_ratio': deleted_ratio}) %}
-    {% set outcome = dbt_merge._compact_upsert_table(target, thresholds, execute) %}
+    {% set outcome = dbt_merge._compact_upsert_table(target, thresholds, execute, provider.name) %}
     {% if outcome.status == 'planned' %}
         {% do log('upsert compaction dry run of ' ~ target ~ ': ' ~ outcome.files_before ~ ' data file(s) with ' ~ outcome.delete_files ~ ' delete file(s) and ' ~ outcome.deleted_rows ~ ' deleted row(s) would be rewritten (' ~ outcome.small_files ~ ' of them small files of the same partitions, folded in); nothing was changed. Run it with' ~ " --args '{model: " ~ target.identifier ~ ", execute: true}'", info=true) %}
     {% endif %}
@@ -189,7 +193,10 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
 
 {#-- Compacts (or, without execute, plans) the files past the thresholds; returns what
      happened as a dict (status nothing_pending, planned or compacted). --#}
-{% macro _compact_upsert_table(target, thresholds, execute) %}
+{% macro _compact_upsert_table(target, thresholds, execute, file_format='iceberg') %}
+    {% if file_format == 'delta' %}
+        {{ return(dbt_merge._compact_upsert_delta_table(target, thresholds, execute)) }}
+    {% endif %}
     {% set pending = run_query(dbt_merge._upsert_pending_deletes_sql(target, thresholds)).rows %}
     {% set outcome = {
         'table': target | string,
@@ -243,6 +250,87 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
 
 
 
+{#-- Compaction of a Delta table (merge-on-read is deletion vectors there), through
+     the spark_session adapter, which reads the table's files and what each one's
+     deletion vector marks (Delta has no SQL view of them). A file qualifies as on
+     Iceberg: at least delete_files deletion vectors (a Delta file has one at most, so
+     delete_files 1 takes every file with deleted rows), at least deleted_ratio of its
+     rows deleted, or all of them. REORG TABLE ... APPLY (PURGE) rewrites the files with
+     deletion vectors of the partitions it names (of the whole table when it is not
+     partitioned): a file below the thresholds beside one past them is rewritten too,
+     and the log says how many. One commit (operation REORG, no data change); a JOIN
+     event of the files it replaced and wrote, as on Iceberg. --#}
+{% macro _compact_upsert_delta_table(target, thresholds, execute) %}
+    {% set table = target.schema ~ '.' ~ target.identifier %}
+    {% set before = adapter.delta_file_deletes(table) %}
+    {% set marked = before | selectattr('deleted_rows', 'gt', 0) | list %}
+    {% set pending = [] %}
+    {% for file in marked %}
+        {% set records = file.record_count %}
+        {% if records is none
+            or (thresholds.delete_files is not none and thresholds.delete_files <= 1)
+            or (thresholds.deleted_ratio is not none and file.deleted_rows >= thresholds.deleted_ratio * records)
+            or file.deleted_rows >= records %}
+            {% do pending.append(file) %}
+        {% endif %}
+    {% endfor %}
+    {% set outcome = {
+        'table': target | string,
+        'files_before': pending | length,
+        'small_files': 0,
+        'delete_files': pending | length,
+        'deleted_rows': pending | sum(attribute='deleted_rows'),
+        'files_after': none,
+    } %}
+    {% if pending | length == 0 %}
+        {% do log('upsert compaction of ' ~ target ~ ': no data file has deleted rows past the thresholds ' ~ tojson(thresholds), info=true) %}
+        {% do outcome.update({'status': 'nothing_pending'}) %}
+        {{ return(outcome) }}
+    {% endif %}
+    {% set partitions = [] %}
+    {% for file in pending if file.partition is not none and file.partition not in partitions %}
+        {% do partitions.append(file.partition) %}
+    {% endfor %}
+    {% set purged = marked | selectattr('partition', 'in', partitions) | list if partitions else marked %}
+    {% set reorg_sql %}
+        reorg table {{ target }}
+        {%- if partitions %}
+        where {% for values in partitions %}({% for column, value in values.items() %}`{{ column }}` {{ 'is null' if value is none else '= ' ~ dbt_merge._sql_string(value) }}{{ ' and ' if not loop.last }}{% endfor %}){{ ' or ' if not loop.last }}{% endfor %}
+        {%- endif %}
+        apply (purge)
+    {%- endset %}
+    {% set beside = (purged | length) - (pending | length) %}
+    {% if beside > 0 %}
+        {% do log('upsert compaction of ' ~ target ~ ': REORG ... APPLY (PURGE) rewrites every file with deleted rows of a partition it names: ' ~ beside ~ ' file(s) below the thresholds are rewritten too', info=true) %}
+    {% endif %}
+    {% if not execute %}
+        {% do log('upsert compaction dry run: would run: ' ~ reorg_sql, info=true) %}
+        {% do outcome.update({'status': 'planned', 'files_before': purged | length}) %}
+        {{ return(outcome) }}
+    {% endif %}
+
+    {% set before_version = dbt_merge._table_version(target, 'delta') %}
+    {% do dbt_merge._execute(reorg_sql) %}
+    {% set after = adapter.delta_file_deletes(table) %}
+    {% set before_paths = before | map(attribute='file_path') | list %}
+    {% set after_paths = after | map(attribute='file_path') | list %}
+    {% set replaced = before | rejectattr('file_path', 'in', after_paths) | list %}
+    {% set parents = replaced | map(attribute='file_path') | list %}
+    {% set children = after_paths | reject('in', before_paths) | list %}
+    {% set version = dbt_merge._table_version(target, 'delta') %}
+    {% if parents %}
+        {% set events = dbt_merge.auto_merge_provenance(target) %}
+        {% do dbt_merge._execute(dbt_merge.get_create_auto_merge_provenance_sql(events, 'delta')) %}
+        {% set no_merge = {'merge_index': none, 'merge_min_key': none, 'merge_max_key': none} %}
+        {% do dbt_merge._execute(dbt_merge._auto_merge_event_sql(events, target, table, no_merge, parents, children, {'rewritten_bytes_count': replaced | sum(attribute='size')}, version)) %}
+    {% endif %}
+    {% do dbt_merge._upsert_provenance_skip_compaction(target, before_version, version, 'delta') %}
+    {% do log('upsert compaction of ' ~ target ~ ': rewrote ' ~ (parents | length) ~ ' data file(s) with ' ~ (replaced | sum(attribute='deleted_rows')) ~ ' deleted row(s) into ' ~ (children | length) ~ ' in version ' ~ version, info=true) %}
+    {% do outcome.update({'status': 'compacted', 'files_before': parents | length, 'delete_files': replaced | selectattr('deleted_rows', 'gt', 0) | list | length, 'deleted_rows': replaced | sum(attribute='deleted_rows'), 'files_after': children | length, 'snapshot_id': version}) %}
+    {{ return(outcome) }}
+{% endmacro %}
+
+
 {#-- The file sizes of a compaction of `pending` (the files past the thresholds).
      min_file_size is 3/4 of the largest of them: the other files of their partitions
      below it (small_files of them) are folded in. target_file_size is the largest
@@ -280,12 +368,21 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
      recorded version is the one before the compaction and every snapshot after it is
      a rewrite ('replace'), the recorded version moves to the compaction's snapshot, so
      the next run does not diff the whole table for nothing. --#}
-{% macro _upsert_provenance_skip_compaction(target, before_snapshot, snapshot) %}
+{% macro _upsert_provenance_skip_compaction(target, before_snapshot, snapshot, file_format='iceberg') %}
     {% set events = dbt_merge._upsert_provenance_relation(target) %}
     {% if before_snapshot is none or snapshot == before_snapshot or load_relation(events) is none %}
         {{ return(none) }}
     {% endif %}
-    {% if dbt_merge._upsert_recorded_version(target, events, 'iceberg') != before_snapshot %}
+    {% if dbt_merge._upsert_recorded_version(target, events, file_format) != before_snapshot %}
+        {{ return(none) }}
+    {% endif %}
+    {% if file_format == 'delta' %}
+        {#-- Delta's versions are numbered: every one after the recorded version is a
+             rewrite (REORG or OPTIMIZE, no data change) --#}
+        {% set later = run_query('describe history ' ~ target).rows | selectattr('version', 'gt', before_snapshot | int) | list %}
+        {% if later and later | rejectattr('operation', 'in', ['REORG', 'OPTIMIZE']) | list | length == 0 %}
+            {% do dbt_merge._set_upsert_recorded_version(events, snapshot) %}
+        {% endif %}
         {{ return(none) }}
     {% endif %}
     {% set snapshots = {} %}

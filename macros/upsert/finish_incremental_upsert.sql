@@ -16,6 +16,6 @@
         {%- do dbt_merge._upsert_provenance_after(target, state.events, state.cfg, arg_dict['file_format'], state.before_version, none if arg_dict['rebuild'] else arg_dict['temp_relation'], gap=arg_dict['rebuild'] and arg_dict['existing_relation'] is not none) %}
     {%- endif %}
     {%- if state.cfg.inline_compaction and not arg_dict['rebuild'] %}
-        {%- do dbt_merge._compact_upsert_table(target, state.cfg.inline_compaction, execute=true) %}
+        {%- do dbt_merge._compact_upsert_table(target, state.cfg.inline_compaction, execute=true, file_format=arg_dict['file_format']) %}
     {%- endif %}
 {% endmacro %}

@@ -134,8 +134,8 @@
         {% set inline_compaction = dbt_merge._upsert_compaction_thresholds('inline_compaction', inline_compaction) %}
         {% if table_type != 'merge_on_read' %}
             {% do dbt_merge._upsert_error('inline_compaction', 'is set but table_type is ' ~ table_type ~ ': only merge_on_read tables have row-level deletes to compact') %}
-        {% elif file_format != 'iceberg' %}
-            {% do dbt_merge._upsert_error('inline_compaction', 'needs file_format iceberg (its metadata tables and rewrite_data_files), not ' ~ file_format ~ '; on Delta, schedule OPTIMIZE or REORG TABLE ... APPLY (PURGE)') %}
+        {% elif file_format not in ['iceberg', 'delta'] %}
+            {% do dbt_merge._upsert_error('inline_compaction', 'needs file_format iceberg (its metadata tables and rewrite_data_files) or delta (REORG TABLE ... APPLY (PURGE)), not ' ~ file_format) %}
         {% endif %}
     {% endif %}
 

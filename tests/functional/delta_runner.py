@@ -11,9 +11,11 @@ and prints one JSON line ``{"step": i, "ok": ..., "tables": {...}, "files": {...
 * ``tables``: ``select <columns> from <schema>.<table> order by 1`` per table, as lists;
 * ``files``: per table, each data file of the Delta snapshot with the number of rows its
   deletion vector marks deleted (0 without one);
-* ``properties``: per table, its table properties.
+* ``properties``: per table, its table properties;
+* ``log``: with ``"log": "text"`` in the step, dbt's messages of the step that hold it.
 
-A step is ``{"args": [dbt arguments], "env": {...}, "read": [tables], "columns": "..."}``.
+A step is ``{"args": [dbt arguments], "env": {...}, "read": [tables], "columns": "..."}``
+(``columns`` one list for every table, or a mapping table -> list).
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ def main(steps_file: str) -> int:
     for index, step in enumerate(spec["steps"]):
         saved = {name: os.environ.get(name) for name in step.get("env", {})}
         os.environ.update(step.get("env", {}))
+        messages: list[str] = []  # dbt's messages that hold the step's "log" text
         try:
-            result = dbtRunner().invoke([*step["args"], *common])
+            keep = _keeper(step.get("log"), messages)
+            result = dbtRunner(callbacks=[keep]).invoke([*step["args"], *common])
         finally:
             for name, value in saved.items():
                 if value is None:
@@ -53,11 +57,24 @@ def main(steps_file: str) -> int:
             )
         elif step.get("read"):
             out.update(read(schema, step["read"], step.get("columns", "*")))
+        if step.get("log"):
+            out["log"] = messages
         print(json.dumps(out, default=str), flush=True)
     return 0
 
 
-def read(schema: str, names: list[str], columns: str) -> dict:
+def _keeper(text: str | None, messages: list[str]):
+    """A dbt callback that appends to messages each message holding text."""
+
+    def keep(event) -> None:
+        message = getattr(event.info, "msg", "") or ""
+        if text and text in message:
+            messages.append(message)
+
+    return keep
+
+
+def read(schema: str, names: list[str], columns: str | dict[str, str]) -> dict:
     from pyspark.sql import SparkSession
 
     from dbt_merge.auto_merge import delta
@@ -66,8 +83,9 @@ def read(schema: str, names: list[str], columns: str) -> dict:
     tables, files, properties = {}, {}, {}
     for name in names:
         qualified = f"{schema}.{name}"
+        selected = columns.get(name, "*") if isinstance(columns, dict) else columns
         tables[name] = [
-            list(r) for r in spark.sql(f"select {columns} from {qualified} order by 1").collect()
+            list(r) for r in spark.sql(f"select {selected} from {qualified} order by 1").collect()
         ]
         listed = delta.load_table(spark, "spark_catalog", qualified).all_files.selectExpr(
             "path", "coalesce(deletionVector.cardinality, 0) as deleted"

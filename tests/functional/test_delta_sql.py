@@ -515,9 +515,9 @@ SPARK_SESSION_FLOW = (
 )
 ICEBERG_ONLY = "Iceberg only; runs after _auto_merge_check_iceberg has passed every table"
 UPSERT_COMPACTION = (
-    "merge_on_read compaction, Iceberg only: inline_compaction needs file_format iceberg "
-    "and the spark_session flow (an error on dbt-databricks), execute_upsert_compaction "
-    "refuses other providers"
+    "merge_on_read compaction of an Iceberg table: inline_compaction needs the "
+    "spark_session flow (an error on dbt-databricks), execute_upsert_compaction refuses "
+    "a Delta table on other adapters; on Delta it is _compact_upsert_delta_table"
 )
 # the merged model of a change-following merge: Iceberg only (on Delta it compares
 # every entity, as _entity_change_scope returns none)
@@ -557,8 +557,10 @@ NOT_ON_DATABRICKS = {
     "_upsert_provenance_before": SPARK_SESSION_PROVENANCE,
     "_upsert_provenance_after": SPARK_SESSION_PROVENANCE,
     "_set_upsert_recorded_version": SPARK_SESSION_PROVENANCE,
-    "execute_upsert_compaction": "Iceberg only: a table whose provider is not iceberg fails "
-    "before anything runs (on Delta: REORG TABLE ... APPLY (PURGE) or OPTIMIZE)",
+    "execute_upsert_compaction": "Iceberg, and Delta on the spark_session adapter: any other "
+    "table fails before anything runs (on Delta elsewhere: REORG TABLE ... APPLY (PURGE))",
+    "_compact_upsert_delta_table": "reads a Delta table's files through the spark_session "
+    "adapter (adapter.delta_file_deletes); run on Delta in test_upsert_on_delta.py",
     "get_upsert_compaction_sql": f"CALL <catalog>.system.rewrite_data_files; {UPSERT_COMPACTION}",
     "_compact_upsert_table": UPSERT_COMPACTION,
     "_upsert_pending_deletes_sql": f"reads <table>.position_deletes; {UPSERT_COMPACTION}",

@@ -31,6 +31,9 @@ UPSERTS = [
     name.split(".")[0] for name in upsert.MODELS if name not in ("batch.sql", "partial_payload.sql")
 ]
 TIMEOUT = 900  # seconds for the whole module's dbt calls
+# commit_time as merge-on-read with compaction at the end of every run
+INLINE = "commit_time_inline"
+COMPACTION = "upsert compaction"  # the compaction's log lines start with it
 
 
 def _models(folder: Path) -> None:
@@ -45,12 +48,16 @@ def _models(folder: Path) -> None:
             text = text.replace('file_format="iceberg"', 'file_format="delta"')
             assert "iceberg" not in text, text
             (folder / short / f"{stem}_{short}.{suffix}").write_text(text)
+            if stem == "commit_time" and short == "mor":
+                inline = text + "\n{{ config(inline_compaction={'delete_files': 1}) }}\n"
+                (folder / short / f"{INLINE}.{suffix}").write_text(inline)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The steps' results: batch 1, batch 2, batch 3. (Running a batch twice, which the
-    Iceberg scenario does, runs the same MERGE statement: not repeated here.)"""
+    """The steps' results: batch 1, batch 2, batch 3 (running a batch twice, which the
+    Iceberg scenario does, runs the same MERGE statement: not repeated here), then the
+    scheduled compaction of commit_time_mor: a dry run, and the compaction."""
     root = tmp_path_factory.mktemp("upserts_on_delta")
     project = root / NAME
     write_installing_project(
@@ -73,7 +80,7 @@ def runs(tmp_path_factory):
     )
     (project / "dbt_project.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     _models(project / "models")
-    read = [f"{name}_{short}" for short in TABLE_TYPES for name in UPSERTS]
+    read = [f"{name}_{short}" for short in TABLE_TYPES for name in UPSERTS] + [INLINE]
     steps = [{"args": ["deps"]}]
     for batch in (1, 2, 3):
         steps.append(
@@ -82,6 +89,21 @@ def runs(tmp_path_factory):
                 "env": {"DBT_MERGE_TEST_BATCH": str(batch)},
                 "read": read,
                 "columns": "id, ts, name, price",
+                "log": COMPACTION,
+            }
+        )
+    compact = ["run-operation", "dbt_merge.execute_upsert_compaction", "--args"]
+    for execute in ("false", "true"):
+        steps.append(
+            {
+                "args": [*compact, f"{{model: commit_time_mor, execute: {execute}}}"],
+                "read": ["commit_time_mor", "auto_merge_provenance"][: 1 + (execute == "true")],
+                "columns": {
+                    "commit_time_mor": "id, ts, name, price",
+                    "auto_merge_provenance": "event_type, table_name, parent_ids, child_ids,"
+                    " rewritten_bytes, snapshot_id",
+                },
+                "log": COMPACTION,
             }
         )
     spec = root / "steps.json"
@@ -106,9 +128,15 @@ def _rows(result: dict, table: str) -> list[tuple]:
     return [tuple(row) for row in result["tables"][table]]
 
 
+def _names(paths) -> set[str]:
+    """File names: the runner lists a Delta file by its path in the table's folder, an
+    event by its absolute path."""
+    return {path.rsplit("/", 1)[-1] for path in paths}
+
+
 @pytest.mark.parametrize("short", sorted(TABLE_TYPES))
 def test_three_batches_store_what_they_store_on_iceberg(runs, short):
-    first, second, third = runs
+    first, second, third = runs[:3]
     for name in UPSERTS:
         assert _rows(first, f"{name}_{short}") == upsert.FIRST, f"{name}: batch 1"
         assert _rows(second, f"{name}_{short}") == upsert.SECOND[name], f"{name}: batch 2"
@@ -136,3 +164,38 @@ def test_merge_on_read_marks_rows_and_copy_on_write_rewrites_files(runs):
     cow_before, cow_after = first["commit_time_cow"], second["commit_time_cow"]
     assert not set(cow_before) <= set(cow_after), "copy-on-write rewrites the changed files"
     assert not any(cow_after.values()), cow_after
+
+
+def test_scheduled_compaction_purges_the_deletion_vectors(runs):
+    """execute_upsert_compaction on a Delta table: the dry run names the REORG and
+    changes nothing; the compaction rewrites every file with deleted rows (one REORG
+    ... APPLY (PURGE)), keeps the rows, and records a JOIN event of the files it
+    replaced and wrote."""
+    third, dry, compacted = runs[2], runs[3], runs[4]
+    marked = {path for path, deleted in third["files"]["commit_time_mor"].items() if deleted}
+    assert marked, "batches 2 and 3 left deletion vectors to compact"
+    assert dry["files"]["commit_time_mor"] == third["files"]["commit_time_mor"], "dry run"
+    assert any("would run:" in m and "apply (purge)" in m.lower() for m in dry["log"]), dry
+    files = compacted["files"]["commit_time_mor"]
+    assert not any(files.values()), f"no deletion vector is left: {files}"
+    assert not marked & set(files), "every file with deleted rows was replaced"
+    assert _rows(compacted, "commit_time_mor") == _rows(third, "commit_time_mor")
+    events = compacted["tables"]["auto_merge_provenance"]
+    ours = [e for e in events if e[1] == f"{NAME}.commit_time_mor"]
+    assert len(ours) == 1, events
+    event_type, _, parents, children, rewritten, version = ours[0]
+    assert event_type == "JOIN" and rewritten > 0 and int(version) > 0
+    assert _names(parents) == _names(marked)
+    assert children and _names(children) <= _names(files)
+    assert any(f"rewrote {len(marked)} data file(s)" in m for m in compacted["log"]), compacted
+
+
+def test_inline_compaction_leaves_no_deletion_vector(runs):
+    """inline_compaction on a Delta merge-on-read table: after every run the table has no
+    deletion vector left and holds what the same model without compaction holds."""
+    for result in runs[:3]:
+        assert _rows(result, INLINE) == _rows(result, "commit_time_mor")
+        assert not any(result["files"][INLINE].values()), result["files"][INLINE]
+    second = runs[1]
+    assert any(f"{INLINE}: rewrote" in m for m in second["log"]), second["log"]
+    assert any(second["files"]["commit_time_mor"].values()), "the same batch marks rows"

@@ -165,6 +165,30 @@ class DeltaTableFiles:
             entry["file_paths"].append(row["file_path"])
         return list(grouped.values())
 
+    def file_deletes(self) -> list[dict[str, Any]]:
+        """Every file of the snapshot with what its deletion vector marks: file_path,
+        size, record_count (the rows written, deleted ones included), deleted_rows
+        (0 without a deletion vector) and partition (column -> value as text, None
+        for an unpartitioned table), by path."""
+        rows = self.all_files.selectExpr(
+            f"{self._absolute_path_sql()} as file_path",
+            "size",
+            "cast(get_json_object(stats, '$.numRecords') as bigint) as record_count",
+            "coalesce(deletionVector.cardinality, 0) as deleted_rows",
+            *self._partition_sql(),
+        ).collect()
+        found = [
+            {
+                "file_path": row["file_path"],
+                "size": int(row["size"]),
+                "record_count": None if row["record_count"] is None else int(row["record_count"]),
+                "deleted_rows": int(row["deleted_rows"]),
+                "partition": row["partition_text"].asDict() if self.layout.partition_types else None,
+            }
+            for row in rows
+        ]
+        return sorted(found, key=lambda f: f["file_path"])
+
     def file_sizes(self) -> Any:
         partition = "cast(partition as string)" if self.layout.partition_types else "null"
         return self.all_files.selectExpr(

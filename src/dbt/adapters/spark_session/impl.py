@@ -23,6 +23,7 @@ from dbt.adapters.spark_session import session as sessions
 from dbt.adapters.spark_session.__version__ import version as adapter_version
 from dbt.adapters.spark_session.connections import SparkSessionConnectionManager
 from dbt.adapters.spark_session.python_submissions import SessionPythonJobHelper
+from dbt_merge.auto_merge import delta
 from dbt_merge.core.errors import failpoint
 from dbt_merge.core.expressions import inspect_expression
 
@@ -98,6 +99,17 @@ class SparkSessionAdapter(SparkAdapter):
             logger.debug(f"Iceberg listing of {schema} found nothing: {exc}")
             return []
         return [str(identifiers.get(i).name()) for i in range(identifiers.size())]
+
+    @available
+    def delta_file_deletes(self, table: str) -> list[dict[str, Any]]:
+        """The files of the Delta table ``table`` (schema.name of ``spark_catalog``) at
+        its current version, with what each one's deletion vector marks deleted
+        (``dbt_merge.auto_merge.delta.DeltaTableFiles.file_deletes``); [] for a table
+        that is not Delta. Delta has no SQL view of its files: the upsert compaction
+        on Delta reads them here."""
+        spark = sessions.activate(self._spark())
+        found = delta.load_table(spark, "spark_catalog", table)
+        return [] if found is None else found.file_deletes()
 
     @available
     def inspect_sql_expression(self, sql: str) -> dict[str, Any]:
