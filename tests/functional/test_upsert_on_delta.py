@@ -31,8 +31,9 @@ UPSERTS = [
     name.split(".")[0] for name in upsert.MODELS if name not in ("batch.sql", "partial_payload.sql")
 ]
 TIMEOUT = 900  # seconds for the whole module's dbt calls
-# commit_time as merge-on-read with compaction at the end of every run
+# commit_time as merge-on-read with compaction at the end of every run, and provenance
 INLINE = "commit_time_inline"
+EVENTS = f"{INLINE}__provenance"
 COMPACTION = "upsert compaction"  # the compaction's log lines start with it
 
 
@@ -49,7 +50,10 @@ def _models(folder: Path) -> None:
             assert "iceberg" not in text, text
             (folder / short / f"{stem}_{short}.{suffix}").write_text(text)
             if stem == "commit_time" and short == "mor":
-                inline = text + "\n{{ config(inline_compaction={'delete_files': 1}) }}\n"
+                inline = (
+                    f"{text}\n{{{{ config(inline_compaction={{'delete_files': 1}},"
+                    " provenance=true) }}\n"
+                )
                 (folder / short / f"{INLINE}.{suffix}").write_text(inline)
 
 
@@ -81,14 +85,15 @@ def runs(tmp_path_factory):
     (project / "dbt_project.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     _models(project / "models")
     read = [f"{name}_{short}" for short in TABLE_TYPES for name in UPSERTS] + [INLINE]
+    columns = {name: "id, ts, name, price" for name in read}
     steps = [{"args": ["deps"]}]
     for batch in (1, 2, 3):
         steps.append(
             {
                 "args": ["run"],
                 "env": {"DBT_MERGE_TEST_BATCH": str(batch)},
-                "read": read,
-                "columns": "id, ts, name, price",
+                "read": [*read, EVENTS],
+                "columns": {**columns, EVENTS: "distinct cast(table_version as bigint)"},
                 "log": COMPACTION,
             }
         )
@@ -199,3 +204,9 @@ def test_inline_compaction_leaves_no_deletion_vector(runs):
     second = runs[1]
     assert any(f"{INLINE}: rewrote" in m for m in second["log"]), second["log"]
     assert any(second["files"]["commit_time_mor"].values()), "the same batch marks rows"
+    # provenance: the MERGE's version has its events; the REORG after it (no data
+    # change) is recorded as read, so the next run does not diff the whole table
+    for result in [r for r in runs[1:3] if any(f"{INLINE}: rewrote" in m for m in r["log"])]:
+        merged = max(row[0] for row in result["tables"][EVENTS])
+        recorded = result["properties"][EVENTS]["dbt_merge.provenance_version"]
+        assert recorded == str(merged + 1), (merged, recorded)
