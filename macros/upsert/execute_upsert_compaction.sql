@@ -198,17 +198,8 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
         {{ return(dbt_merge._compact_upsert_delta_table(target, thresholds, execute)) }}
     {% endif %}
     {% set pending = run_query(dbt_merge._upsert_pending_deletes_sql(target, thresholds)).rows %}
-    {% set outcome = {
-        'table': target | string,
-        'files_before': pending | length,
-        'small_files': 0,
-        'delete_files': pending | sum(attribute='delete_files'),
-        'deleted_rows': pending | sum(attribute='deleted_rows'),
-        'files_after': none,
-    } %}
-    {% if pending | length == 0 %}
-        {% do log('upsert compaction of ' ~ target ~ ': no data file has pending deletes past the thresholds ' ~ tojson(thresholds), info=true) %}
-        {% do outcome.update({'status': 'nothing_pending'}) %}
+    {% set outcome = dbt_merge._upsert_compaction_outcome(target, thresholds, pending, pending | sum(attribute='delete_files')) %}
+    {% if outcome.status == 'nothing_pending' %}
         {{ return(outcome) }}
     {% endif %}
     {% set options = dbt_merge._upsert_compaction_sizes(target, pending) %}
@@ -250,6 +241,26 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
 
 
 
+{#-- What a compaction of the files `pending` (rows with deleted_rows) would do, as
+     the dict a compaction returns; with no file pending, status nothing_pending and a
+     log line. --#}
+{% macro _upsert_compaction_outcome(target, thresholds, pending, delete_files) %}
+    {% set outcome = {
+        'table': target | string,
+        'files_before': pending | length,
+        'small_files': 0,
+        'delete_files': delete_files,
+        'deleted_rows': pending | sum(attribute='deleted_rows'),
+        'files_after': none,
+    } %}
+    {% if pending | length == 0 %}
+        {% do log('upsert compaction of ' ~ target ~ ': no data file has deleted rows past the thresholds ' ~ tojson(thresholds), info=true) %}
+        {% do outcome.update({'status': 'nothing_pending'}) %}
+    {% endif %}
+    {{ return(outcome) }}
+{% endmacro %}
+
+
 {#-- Compaction of a Delta table (merge-on-read is deletion vectors there), through
      the spark_session adapter, which reads the table's files and what each one's
      deletion vector marks (Delta has no SQL view of them). A file qualifies as on
@@ -274,17 +285,8 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
             {% do pending.append(file) %}
         {% endif %}
     {% endfor %}
-    {% set outcome = {
-        'table': target | string,
-        'files_before': pending | length,
-        'small_files': 0,
-        'delete_files': pending | length,
-        'deleted_rows': pending | sum(attribute='deleted_rows'),
-        'files_after': none,
-    } %}
-    {% if pending | length == 0 %}
-        {% do log('upsert compaction of ' ~ target ~ ': no data file has deleted rows past the thresholds ' ~ tojson(thresholds), info=true) %}
-        {% do outcome.update({'status': 'nothing_pending'}) %}
+    {% set outcome = dbt_merge._upsert_compaction_outcome(target, thresholds, pending, pending | length) %}
+    {% if outcome.status == 'nothing_pending' %}
         {{ return(outcome) }}
     {% endif %}
     {% set partitions = [] %}

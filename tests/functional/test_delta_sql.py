@@ -566,6 +566,7 @@ NOT_ON_DATABRICKS = {
     "_upsert_pending_deletes_sql": f"reads <table>.position_deletes; {UPSERT_COMPACTION}",
     "_upsert_small_files_sql": f"reads <table>.data_files; {UPSERT_COMPACTION}",
     "_upsert_compaction_sizes": UPSERT_COMPACTION,
+    "_upsert_compaction_outcome": UPSERT_COMPACTION,
     "_upsert_provenance_skip_compaction": UPSERT_COMPACTION,
     "_entity_change_scope": "reads the components' Iceberg history: on Delta the merged "
     "model compares every entity (its first statement returns none before any query)",
