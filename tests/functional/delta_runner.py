@@ -9,8 +9,8 @@ and prints one JSON line ``{"step": i, "ok": ..., "tables": {...}, "files": {...
 "properties": {...}}``:
 
 * ``tables``: ``select <columns> from <schema>.<table> order by 1`` per table, as lists;
-* ``files``: per table, each data file of the Delta snapshot with the number of rows its
-  deletion vector marks deleted (0 without one);
+* ``files``: per table, each data file of the Delta snapshot (its absolute path) with the
+  number of rows its deletion vector marks deleted (0 without one);
 * ``properties``: per table, its table properties;
 * ``log``: with ``"log": "text"`` in the step, dbt's messages of the step that hold it.
 
@@ -87,10 +87,8 @@ def read(schema: str, names: list[str], columns: str | dict[str, str]) -> dict:
         tables[name] = [
             list(r) for r in spark.sql(f"select {selected} from {qualified} order by 1").collect()
         ]
-        listed = delta.load_table(spark, "spark_catalog", qualified).all_files.selectExpr(
-            "path", "coalesce(deletionVector.cardinality, 0) as deleted"
-        )
-        files[name] = {r["path"]: r["deleted"] for r in listed.collect()}
+        listed = delta.load_table(spark, "spark_catalog", qualified).file_deletes()
+        files[name] = {f["file_path"]: f["deleted_rows"] for f in listed}
         properties[name] = {
             r.key: r.value for r in spark.sql(f"show tblproperties {qualified}").collect()
         }
