@@ -22,15 +22,8 @@
     {% if summary | length != 1 or summary[0][0] != 'replace' %}
         {{ return(none) }}
     {% endif %}
-    {% set events = dbt_merge.auto_merge_provenance(plan_relation) %}
-    {% do dbt_merge._execute(dbt_merge.get_create_auto_merge_provenance_sql(events)) %}
-    {% set recorded = run_query('select count(*) from ' ~ events ~ ' where table_name = ' ~ dbt_merge._sql_string(table) ~ ' and snapshot_id = ' ~ snapshot).rows[0][0] %}
-    {% if recorded > 0 %}
-        {{ return(none) }}
-    {% endif %}
     {% set added = run_query('select data_file.file_path from ' ~ table ~ '.all_entries where status = 1 and snapshot_id = ' ~ snapshot ~ ' order by 1') %}
     {% set children = added.columns[0].values() | map('string') | list %}
     {% set result = {'rewritten_bytes_count': summary[0][1] or 0} %}
-    {% do dbt_merge._execute(dbt_merge._auto_merge_event_sql(events, plan_relation, table, merge, planned, children, result, snapshot)) %}
-    {{ return(snapshot) }}
+    {{ return(snapshot if dbt_merge._auto_merge_record_event(plan_relation, table, merge, planned, children, result, snapshot) else none) }}
 {% endmacro %}

@@ -14,6 +14,12 @@
     and the merge is skipped with a log line; build the plan again.
     Each executed merge appends a JOIN event (old files -> new files) to
     <plan schema>.auto_merge_provenance.
+
+    A plan of a Delta table is carried out through the spark_session adapter (Delta has
+    no SQL view of its files, and its OPTIMIZE statement selects whole partitions, not a
+    key range of files): each merge is checked the same way against Delta's file list,
+    then its files are rewritten and committed as OPTIMIZE commits them
+    (_execute_auto_merge_delta).
 --#}
 {% macro execute_auto_merge(plan, execute=false) %}
     {{ return(adapter.dispatch('execute_auto_merge', 'dbt_merge')(plan, execute)) }}
@@ -28,14 +34,15 @@
     {% if merges is none or merges is undefined %}
         {{ return([]) }}
     {% endif %}
-    {% do dbt_merge._auto_merge_check_iceberg(plan_relation, merges.rows) %}
+    {% set formats = dbt_merge._auto_merge_table_formats(plan_relation, merges.rows) %}
     {% set mode = 'execute' if execute else 'dry run' %}
     {% set outcomes = [] %}
     {% if merges.rows | length == 0 %}
         {% do log('auto-merge ' ~ mode ~ ' of ' ~ plan_relation ~ ': the plan has no merges', info=true) %}
     {% endif %}
     {% for merge in merges.rows %}
-        {% do outcomes.append(dbt_merge._execute_auto_merge_run(plan_relation, merge, execute)) %}
+        {% set format = formats[merge['catalog_name'] ~ '.' ~ merge['table_name']] %}
+        {% do outcomes.append(dbt_merge._execute_auto_merge_run(plan_relation, merge, execute, format)) %}
     {% endfor %}
     {% set done = outcomes | selectattr('status', 'equalto', 'merged') | list %}
     {% set planned = outcomes | selectattr('status', 'equalto', 'planned') | list %}
@@ -75,44 +82,51 @@
 {% endmacro %}
 
 
-{#-- A plan is carried out with Iceberg's metadata tables (<table>.data_files) and its
-     rewrite_data_files procedure: a planned table of any other format (a Delta table on
-     dbt-databricks) fails here, before any merge runs, rather than with the errors of
-     those statements. Its format is the file_format config of the dbt model or seed
-     that builds it, else the provider its DESCRIBE TABLE EXTENDED reports. --#}
-{% macro _auto_merge_check_iceberg(plan_relation, merges) %}
-    {% set tables = [] %}
+{#-- The format of each planned table ({catalog.table: 'iceberg' or 'delta'}). A plan is
+     carried out with Iceberg's metadata tables (<table>.data_files) and its
+     rewrite_data_files procedure, or on Delta with Delta's file list, which only the
+     spark_session adapter reads: a planned table of any other format, or a Delta table
+     on another adapter (dbt-databricks, dbt-spark), fails here, before any merge runs,
+     rather than with the errors of those statements. Its format is the file_format
+     config of the dbt model or seed that builds it, else the provider its DESCRIBE
+     TABLE EXTENDED reports. --#}
+{% macro _auto_merge_table_formats(plan_relation, merges) %}
+    {% set formats = {} %}
+    {% set problems = [] %}
     {% for merge in merges %}
         {% set table = merge['catalog_name'] ~ '.' ~ merge['table_name'] %}
-        {% if table not in tables %}{% do tables.append(table) %}{% endif %}
-    {% endfor %}
-    {% set problems = [] %}
-    {% for table in tables %}
-        {% set parts = table.lower().split('.') %}
-        {% set found = [] %}
-        {% for node in graph.nodes.values()
-            if node.resource_type in ['model', 'seed', 'snapshot']
-            and (node.alias or node.name) | lower == parts[-1]
-            and node.schema | lower == parts[-2]
-            and node.config.get('file_format') %}
-            {% do found.append([node.config.get('file_format') | string, 'the config of ' ~ node.resource_type ~ ' ' ~ node.name]) %}
-        {% endfor %}
-        {% if not found %}
-            {% for row in run_query('describe table extended ' ~ table).rows
-                if (row[0] | string).strip().lower() == 'provider' %}
-                {% do found.append([row[1] | string, 'the provider of the table']) %}
+        {% if table not in formats %}
+            {% set parts = table.lower().split('.') %}
+            {% set found = [] %}
+            {% for node in graph.nodes.values()
+                if node.resource_type in ['model', 'seed', 'snapshot']
+                and (node.alias or node.name) | lower == parts[-1]
+                and node.schema | lower == parts[-2]
+                and node.config.get('file_format') %}
+                {% do found.append([node.config.get('file_format') | string, 'the config of ' ~ node.resource_type ~ ' ' ~ node.name]) %}
             {% endfor %}
-        {% endif %}
-        {% if found and found[0][0].strip().lower() != 'iceberg' %}
-            {% do problems.append('table ' ~ table ~ ' has file_format ' ~ found[0][0] ~ ' (' ~ found[0][1] ~ ')') %}
+            {% if not found %}
+                {% for row in run_query('describe table extended ' ~ table).rows
+                    if (row[0] | string).strip().lower() == 'provider' %}
+                    {% do found.append([row[1] | string, 'the provider of the table']) %}
+                {% endfor %}
+            {% endif %}
+            {% set format = found[0][0].strip().lower() if found else 'iceberg' %}
+            {% do formats.update({table: format}) %}
+            {% if format == 'delta' and target.type != 'spark_session' %}
+                {% do problems.append('table ' ~ table ~ ' has file_format delta (' ~ found[0][1] ~ '), whose plans are executed through the spark_session adapter only (it reads Delta\'s file list), not on ' ~ target.type ~ '; on Databricks, compact with OPTIMIZE or liquid clustering instead') %}
+            {% elif format not in ['iceberg', 'delta'] %}
+                {% do problems.append('table ' ~ table ~ ' has file_format ' ~ found[0][0] ~ ' (' ~ found[0][1] ~ '), and only Iceberg and Delta tables can be merged by it') %}
+            {% endif %}
         {% endif %}
     {% endfor %}
     {% if problems %}
         {% set msg -%}
-            dbt_merge.execute_auto_merge of plan {{ plan_relation }}, setting 'file_format': {{ problems | join('; ') }}. Executing a plan needs Iceberg's metadata tables (<table>.data_files) and its rewrite_data_files procedure, so only Iceberg tables can be merged by it (a Delta table can be planned, not merged yet); on Delta, compact with OPTIMIZE or liquid clustering instead. Nothing was changed
+            dbt_merge.execute_auto_merge of plan {{ plan_relation }}, setting 'file_format': {{ problems | join('; ') }}. Nothing was changed
         {%- endset %}
         {% do exceptions.raise_compiler_error(msg) %}
     {% endif %}
+    {{ return(formats) }}
 {% endmacro %}
 
 
@@ -127,6 +141,8 @@
         first(merge_where) as merge_where,
         first(merge_files_where) as merge_files_where,
         first(target_file_size_bytes) as target_file_size_bytes,
+        first(snapshot_id) as snapshot_id,
+        first(sort_column) as sort_column,
         sum(size_bytes) as size_bytes,
         to_json(sort_array(flatten(collect_list(file_paths)))) as file_paths
     from {{ plan_relation }}
@@ -137,8 +153,9 @@
 
 
 {#-- One planned merge: verify, then (dry run) log the CALL or (execute) run it and
-     record the event. Returns what happened as a dict. --#}
-{% macro _execute_auto_merge_run(plan_relation, merge, execute) %}
+     record the event; on Delta _execute_auto_merge_delta. Returns what happened as a
+     dict. --#}
+{% macro _execute_auto_merge_run(plan_relation, merge, execute, format='iceberg') %}
     {% set table = merge['catalog_name'] ~ '.' ~ merge['table_name'] %}
     {% set planned = fromjson(merge['file_paths']) %}
     {% set label -%}
@@ -149,6 +166,9 @@
         {% do log('auto-merge: skipped ' ~ label ~ ': the plan has no where clause for it (only identity partitions can be selected by one)', info=true) %}
         {% do outcome.update({'status': 'not_executable'}) %}
         {{ return(outcome) }}
+    {% endif %}
+    {% if format == 'delta' %}
+        {{ return(dbt_merge._execute_auto_merge_delta(plan_relation, merge, execute, table, planned, label, outcome)) }}
     {% endif %}
 
     {#-- 1. the plan must still describe the table --#}
@@ -164,12 +184,7 @@
         {% endif %}
     {% endif %}
     {% if gone or extra %}
-        {% set msg -%}
-            auto-merge: skipped {{ label }}: the plan is stale, the table changed since it was made
-            {%- if gone %}; {{ gone | length }} planned file(s) are no longer in the table (e.g. {{ gone[0] }}){% endif %}
-            {%- if extra %}; its where clause would also rewrite {{ extra | length }} file(s) not in the plan (e.g. {{ extra[0] }}){% endif %}. Build the plan again
-        {%- endset %}
-        {% do log(msg, info=true) %}
+        {% do log(dbt_merge._auto_merge_stale_message(label, gone, extra), info=true) %}
         {% do outcome.update({'status': 'stale'}) %}
         {{ return(outcome) }}
     {% endif %}
@@ -195,14 +210,93 @@
 
     {#-- 3. provenance: one JOIN event, old files -> new files --#}
     {% if parents %}
-        {% set events = dbt_merge.auto_merge_provenance(plan_relation) %}
-        {% do dbt_merge._execute(dbt_merge.get_create_auto_merge_provenance_sql(events)) %}
-        {% do dbt_merge._execute(dbt_merge._auto_merge_event_sql(events, plan_relation, table, merge, parents, children, result, snapshot)) %}
+        {% do dbt_merge._auto_merge_record_event(plan_relation, table, merge, parents, children, result, snapshot) %}
     {% endif %}
     {% do dbt_merge._failpoint('auto_merge.after_provenance') %}
     {% do log('auto-merge: executed ' ~ label ~ ': rewrote ' ~ result['rewritten_data_files_count'] ~ ' file(s) into ' ~ result['added_data_files_count'] ~ ' in snapshot ' ~ snapshot, info=true) %}
     {% do outcome.update({'status': 'merged', 'files_before': parents | length, 'files_after': children | length, 'snapshot_id': snapshot}) %}
     {{ return(outcome) }}
+{% endmacro %}
+
+
+{#-- A planned merge of a Delta table (after _execute_auto_merge_run's first checks):
+     adapter.delta_rewrite_merge checks the files its merge_files_where selects in the
+     current version against the plan (stale: skipped, as on Iceberg) and, executed,
+     rewrites exactly those files into one per partition, committed as Delta's
+     OPTIMIZE commits (a transaction from the version checked that tracks them as
+     read; dataChange=false), its commit marked (_auto_merge_delta_marker). Delta's
+     OPTIMIZE statement selects whole partitions, not a key range of files. Then one
+     JOIN event: the files the commit removed -> those it added. When every planned
+     file is gone, a commit with the merge's marker is a merge a stopped run executed:
+     its event is recorded now if it is not yet. --#}
+{% macro _execute_auto_merge_delta(plan_relation, merge, execute, table, planned, label, outcome) %}
+    {% set marker = dbt_merge._auto_merge_delta_marker(plan_relation, merge) %}
+    {% set result = adapter.delta_rewrite_merge(merge['table_name'], merge['merge_files_where'], merge['sort_column'], planned, marker, execute) %}
+    {% if result['status'] == 'stale' and execute and planned and result['gone'] | length == planned | length %}
+        {% set commit = adapter.delta_merge_commit(merge['table_name'], marker) %}
+        {% if commit is not none and commit['removed'] | sort == planned | sort
+            and dbt_merge._auto_merge_record_event(plan_relation, table, merge, commit['removed'], commit['added'], {'rewritten_bytes_count': commit['removed_bytes']}, commit['version'], 'delta') %}
+            {% do log('auto-merge: ' ~ label ~ ' was executed in version ' ~ commit['version'] ~ ' by a run that stopped before recording it; its JOIN event is recorded now', info=true) %}
+            {% do outcome.update({'status': 'recorded', 'snapshot_id': commit['version']}) %}
+            {{ return(outcome) }}
+        {% endif %}
+    {% endif %}
+    {% if result['status'] == 'stale' and result.get('conflict') %}
+        {% do log('auto-merge: skipped ' ~ label ~ ': another writer removed or rewrote one of its files while it ran (Delta: ' ~ result['conflict'] ~ '); nothing of it was committed. Build the plan again', info=true) %}
+        {% do outcome.update({'status': 'stale'}) %}
+        {{ return(outcome) }}
+    {% elif result['status'] == 'stale' %}
+        {% do log(dbt_merge._auto_merge_stale_message(label, result['gone'], result['extra']), info=true) %}
+        {% do outcome.update({'status': 'stale'}) %}
+        {{ return(outcome) }}
+    {% endif %}
+    {% if result['status'] == 'planned' %}
+        {% do log('auto-merge dry run: ' ~ label ~ ' would run: a rewrite of its ' ~ planned | length ~ ' files of version ' ~ result['version'] ~ ' of ' ~ table ~ ' into one file per partition, committed as an OPTIMIZE (dataChange=false)', info=true) %}
+        {% do outcome.update({'status': 'planned'}) %}
+        {{ return(outcome) }}
+    {% endif %}
+    {% do dbt_merge._failpoint('auto_merge.after_rewrite') %}
+    {% set commit = result['commit'] %}
+    {% do dbt_merge._auto_merge_record_event(plan_relation, table, merge, commit['removed'], commit['added'], {'rewritten_bytes_count': commit['removed_bytes']}, commit['version'], 'delta') %}
+    {% do dbt_merge._failpoint('auto_merge.after_provenance') %}
+    {% do log('auto-merge: executed ' ~ label ~ ': rewrote ' ~ commit['removed'] | length ~ ' file(s) into ' ~ commit['added'] | length ~ ' in version ' ~ commit['version'], info=true) %}
+    {% do outcome.update({'status': 'merged', 'files_before': commit['removed'] | length, 'files_after': commit['added'] | length, 'snapshot_id': commit['version']}) %}
+    {{ return(outcome) }}
+{% endmacro %}
+
+
+{#-- What a planned merge's Delta commit carries as its userMetadata: the plan, the
+     merge and the version it was planned on. --#}
+{% macro _auto_merge_delta_marker(plan_relation, merge) %}
+    {{- return('dbt_merge auto-merge: plan ' ~ plan_relation.identifier ~ ', merge ' ~ merge['merge_index'] ~ ', planned on version ' ~ merge['snapshot_id']) -}}
+{% endmacro %}
+
+
+{#-- The log line of a merge skipped because its plan is stale: planned files gone,
+     files it would also rewrite (extra). --#}
+{% macro _auto_merge_stale_message(label, gone, extra) %}
+    {%- set msg -%}
+        auto-merge: skipped {{ label }}: the plan is stale, the table changed since it was made
+        {%- if gone %}; {{ gone | length }} planned file(s) are no longer in the table (e.g. {{ gone[0] }}){% endif %}
+        {%- if extra %}; its where clause would also rewrite {{ extra | length }} file(s) not in the plan (e.g. {{ extra[0] }}){% endif %}. Build the plan again
+    {%- endset -%}
+    {{- return(msg) -}}
+{% endmacro %}
+
+
+{#-- Appends a merge's JOIN event (parents -> children, at snapshot) to the plan's
+     events table unless one for that table and snapshot is there already (a merge is
+     recorded once). file_format: the events table's when this creates it (a Delta
+     table's merge: delta). Returns whether it appended. --#}
+{% macro _auto_merge_record_event(plan_relation, table, merge, parents, children, result, snapshot, file_format=none) %}
+    {% set events = dbt_merge.auto_merge_provenance(plan_relation) %}
+    {% do dbt_merge._execute(dbt_merge.get_create_auto_merge_provenance_sql(events, file_format)) %}
+    {% set recorded = run_query('select count(*) from ' ~ events ~ ' where table_name = ' ~ dbt_merge._sql_string(table) ~ ' and snapshot_id = ' ~ snapshot).rows[0][0] %}
+    {% if recorded > 0 %}
+        {{ return(false) }}
+    {% endif %}
+    {% do dbt_merge._execute(dbt_merge._auto_merge_event_sql(events, plan_relation, table, merge, parents, children, result, snapshot)) %}
+    {{ return(true) }}
 {% endmacro %}
 
 

@@ -15,7 +15,8 @@ and prints one JSON line ``{"step": i, "ok": ..., "tables": {...}, "files": {...
 * ``log``: with ``"log": "text"`` in the step, dbt's messages of the step that hold it.
 
 A step is ``{"args": [dbt arguments], "env": {...}, "read": [tables], "columns": "..."}``
-(``columns`` one list for every table, or a mapping table -> list).
+(``columns`` one list for every table, or a mapping table -> list); a step with
+``"fails": true`` is expected to fail, and what it names is read after it.
 """
 
 from __future__ import annotations
@@ -50,12 +51,12 @@ def main(steps_file: str) -> int:
             out["error"] = (
                 str(result.exception or "")[:2000]
                 + " ".join(
-                    f"{r.node.name}: {r.message}"
+                    f"{getattr(getattr(r, 'node', None), 'name', 'operation')}: {r.message}"
                     for r in (result.result or [])
                     if getattr(r, "status", None) not in ("success", "pass")
                 )[:3000]
             )
-        elif step.get("read"):
+        if step.get("read") and (result.success or step.get("fails")):
             out.update(read(schema, step["read"], step.get("columns", "*")))
         if step.get("log"):
             out["log"] = messages

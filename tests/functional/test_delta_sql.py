@@ -17,8 +17,10 @@ test_upsert_delta_sql.py (PARSED_IN_UPSERT_FILE), or listed with a reason in NOT
 (no statement of its own) or NOT_ON_DATABRICKS (refused, or never reached, for Delta
 on dbt-databricks). A default__ implementation goes with its dispatching macro.
 
-Auto-merge is Iceberg only (<table>.data_files, CALL rewrite_data_files): a plan whose
-table is Delta fails before anything runs (test_execute_auto_merge_refuses_delta).
+Executing an auto-merge plan needs Iceberg (<table>.data_files, CALL rewrite_data_files)
+or a Delta table on the spark_session adapter (Delta's file list): a plan of a Delta table
+on dbt-databricks, or of another format, fails before anything runs
+(test_execute_auto_merge_refuses_other_formats).
 """
 
 from __future__ import annotations
@@ -75,12 +77,13 @@ DATASETS = {
             {%- for table in ['delta_events', 'loose_events'] %}
             ({{ loop.index0 }}, 'merge', 'spark_catalog', '{{ this.schema }}.{{ table }}',
              '2024-01-01', '2024-01-02', "day >= '2024-01-01'", "partition.day = 1",
-             100000, 2000, array('{{ table }}/f0.parquet', '{{ table }}/f1.parquet'))
+             100000, 2000, array('{{ table }}/f0.parquet', '{{ table }}/f1.parquet'),
+             7, 'day')
             {{- ',' if not loop.last }}
             {%- endfor %}
             as t(merge_index, action, catalog_name, table_name, merge_min_key,
                  merge_max_key, merge_where, merge_files_where, target_file_size_bytes,
-                 size_bytes, file_paths)
+                 size_bytes, file_paths, snapshot_id, sort_column)
     """,
     "delta_events.sql": """
         {{ config(file_format='delta') }}
@@ -355,7 +358,7 @@ EXECUTED = {
     "_check_upsert_batch": r"select count_if\(",
     "_check_upsert_table_settings": r"show tblproperties \S+ \('dbt_merge\.upsert'\)",
     "_store_upsert_table_settings": r"alter table \S+ set tblproperties \('dbt_merge\.upsert'",
-    "_auto_merge_check_iceberg": r"describe table extended \S+loose_events",
+    "_auto_merge_table_formats": r"describe table extended \S+loose_events",
 }
 # rendered and parsed by test_upsert_delta_sql.py (each is called in its model)
 PARSED_IN_UPSERT_FILE = (
@@ -365,6 +368,8 @@ PARSED_IN_UPSERT_FILE = (
 )
 NOT_SQL = {
     # every family
+    "_auto_merge_delta_marker": "returns the text a Delta merge's commit carries",
+    "_auto_merge_stale_message": "returns a log line",
     "_column_types": "returns column name -> type (a dict)",
     "require_python_models": "a pre-hook: renders nothing, or raises a compiler error",
     "dbt_spark_validate_strategy": "returns a strategy name, or raises (dbt-spark only)",
@@ -513,7 +518,12 @@ SPARK_SESSION_FLOW = (
     "a step of the spark_session adapter's incremental flow; dbt-databricks runs "
     "get_incremental_upsert_sql alone, which prepares itself (orders_merge)"
 )
-ICEBERG_ONLY = "Iceberg only; runs after _auto_merge_check_iceberg has passed every table"
+ICEBERG_ONLY = "Iceberg only; runs after _auto_merge_table_formats has passed every table"
+AUTO_MERGE_DELTA = (
+    "a plan of a Delta table runs through the spark_session adapter only (Delta's file list,"
+    " adapter.delta_rewrite_merge): refused by _auto_merge_table_formats on other adapters;"
+    " run on Delta in test_upsert_on_delta.py"
+)
 UPSERT_COMPACTION = (
     "merge_on_read compaction of an Iceberg table: inline_compaction needs the "
     "spark_session flow (an error on dbt-databricks), execute_upsert_compaction refuses "
@@ -539,9 +549,12 @@ NOT_ON_DATABRICKS = {
     "(dbt_spark_incremental_sql's caller)",
     "dbt_spark_incremental_sql": "dbt-spark only (dbt-databricks finds "
     "get_incremental_upsert_sql itself); its upsert SQL is get_upsert_merge_sql's",
-    "execute_auto_merge": "Iceberg only: a Delta table fails before anything runs "
-    "(test_execute_auto_merge_refuses_delta)",
+    "execute_auto_merge": "Iceberg, and Delta on the spark_session adapter: any other "
+    "table fails before anything runs (test_execute_auto_merge_refuses_other_formats)",
     "_execute_auto_merge_run": ICEBERG_ONLY,
+    "_execute_auto_merge_delta": AUTO_MERGE_DELTA,
+    "_auto_merge_record_event": "appends a merge's event after its rewrite: "
+    f"{ICEBERG_ONLY}, or {AUTO_MERGE_DELTA}",
     "_auto_merge_selected_files": f"reads <table>.data_files; {ICEBERG_ONLY}",
     "_auto_merge_call_sql": f"CALL <catalog>.system.rewrite_data_files; {ICEBERG_ONLY}",
     "_auto_merge_record_missed": f"reads <table>.all_entries and snapshots; {ICEBERG_ONLY}",
@@ -739,7 +752,7 @@ def check_executed(queries: list[str], name: str) -> None:
         elif name == "_entity_state_placeholders_sql":
             parsed = parse(query)
             assert isinstance(parsed, exp.Insert) and isinstance(parsed.expression, exp.Query)
-        elif name == "_auto_merge_check_iceberg":
+        elif name == "_auto_merge_table_formats":
             assert isinstance(parse(query), exp.Describe)
         elif name == "_entity_stage":
             parsed = parse(query)
@@ -851,25 +864,26 @@ class TestDeltaSql(InstallsDbtMerge):
         assert insert.this.name == "auto_merge_provenance"
         assert "it\\'s late" in nodes["auto_merge_sql"].compiled_code, "quoted for Spark"
 
-    @pytest.mark.parametrize("name", sorted(set(EXECUTED) - {"_auto_merge_check_iceberg"}))
+    @pytest.mark.parametrize("name", sorted(set(EXECUTED) - {"_auto_merge_table_formats"}))
     def test_statements_run_while_rendering_parse(self, compiled, name):
         _, queries, _ = compiled
         check_executed(queries, name)
 
-    def test_execute_auto_merge_refuses_delta(self, refused, spark, built):
+    def test_execute_auto_merge_refuses_other_formats(self, refused, spark, built):
+        """A plan that names a parquet table fails before any merge runs; its Delta
+        table passes the check on the spark_session adapter (refused on others)."""
         text = flat(" ".join(refused.messages))
         schema = built.test_schema
         expected = (
             f"dbt_merge.execute_auto_merge of plan {schema}.delta_plan, setting 'file_format': "
-            f"table spark_catalog.{schema}.delta_events has file_format delta "
-            "(the config of model delta_events); "
             f"table spark_catalog.{schema}.loose_events has file_format parquet "
-            "(the provider of the table). Executing a plan needs Iceberg's metadata tables"
+            "(the provider of the table), and only Iceberg and Delta tables can be merged by"
+            " it. Nothing was changed"
         )
         assert expected in text, text[-2000:]
-        assert "on Delta, compact with OPTIMIZE or liquid clustering instead" in text
+        assert "delta_events has file_format" not in text
         assert not [q for q in refused.queries if re.search(r"(?i)\b(call|insert)\b", q)]
         assert not [q for q in refused.queries if ".data_files" in q], "no Iceberg metadata read"
         tables = {r.tableName for r in spark.sql(f"show tables in {schema}").collect()}
         assert "auto_merge_provenance" not in tables, "nothing was written"
-        check_executed(refused.queries, "_auto_merge_check_iceberg")
+        check_executed(refused.queries, "_auto_merge_table_formats")

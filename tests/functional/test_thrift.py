@@ -320,7 +320,8 @@ def test_auto_merge_of_an_existing_plan_over_thrift(project, server):
     Thrift, as plan_table reads them) into a table model of the consumer project;
     `dbt run-operation dbt_merge.execute_auto_merge` over Thrift: the dry run changes
     nothing, the run merges the four files into one with the rows unchanged and records
-    the merge in auto_merge_provenance."""
+    the merge in auto_merge_provenance; the same plan naming a Delta table is refused by
+    name before anything runs (Delta's file list needs the spark_session adapter)."""
     from dbt_merge.auto_merge.files import DataFile, plan_files
     from dbt_merge.auto_merge.layout import PLAN_COLUMNS, TableLayout
     from dbt_merge.auto_merge.options import read_options
@@ -365,8 +366,32 @@ def test_auto_merge_of_an_existing_plan_over_thrift(project, server):
         done = dbt(project, server, *op, "{plan: am_plan, execute: true}")
         assert done.returncode == 0, done.stdout[-3000:]
         assert "1 merge(s) executed, 4 files -> 1" in done.stdout, done.stdout[-3000:]
+        # the same plan naming a Delta table (a model configured file_format delta, not
+        # built): refused by name before anything runs, as dbt-spark cannot read
+        # Delta's file list
+        (project / "models" / "am_delta.sql").write_text(
+            "{{ config(materialized='table', file_format='delta') }}\nselect 1 as id\n"
+        )
+        delta_values = values.replace(string_literal(table), string_literal(f"{SCHEMA}.am_delta"))
+        assert delta_values != values
+        (project / "models" / "am_plan_delta.sql").write_text(
+            "{{ config(materialized='table') }}\n"
+            f"select * from values\n{delta_values}\nas plan({names})\n"
+        )
+        built = dbt(project, server, "run", "-s", "am_plan_delta")
+        assert built.returncode == 0, built.stdout[-3000:]
+        refused = dbt(project, server, *op, "{plan: am_plan_delta, execute: true}")
+        said = " ".join(refused.stdout.split())
+        assert refused.returncode != 0, said[-3000:]
+        assert (
+            f"table spark_catalog.{SCHEMA}.am_delta has file_format delta (the config of model"
+            " am_delta), whose plans are executed through the spark_session adapter only"
+        ) in said, said[-3000:]
+        assert "not on spark; on Databricks, compact with OPTIMIZE" in said
     finally:
-        os.remove(project / "models" / "am_plan.sql")
+        for name in ("am_plan.sql", "am_delta.sql", "am_plan_delta.sql"):
+            if (project / "models" / name).exists():
+                os.remove(project / "models" / name)
     assert len(rows(server, f"select file_path from {table}.data_files")) == 1
     assert rows(server, f"select id, v from {table}") == before
     events = rows(

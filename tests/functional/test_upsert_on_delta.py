@@ -2,7 +2,9 @@
 test_upsert.py's TestUpsertSemantics (three batches, every merge mode, partial updates,
 deletes, a Python model) with the same expected tables, as copy-on-write and as
 merge-on-read, which on Delta is deletion vectors: a MERGE marks the deleted and updated
-rows of a file in a deletion vector instead of rewriting the file.
+rows of a file in a deletion vector instead of rewriting the file. Then an auto-merge
+plan of a Delta table executed (execute_auto_merge): dry run, merges, a stale plan, and
+a run that died between a merge's commit and its event.
 
 The dbt calls run in a process of their own on a `table_format: delta` profile
 (tests/functional/delta_runner.py): one JVM start for the module.
@@ -19,6 +21,7 @@ import pytest
 import yaml
 
 from tests.conftest import process_env
+from tests.functional import test_auto_merge_dbt as auto_merge
 from tests.functional import test_upsert as upsert
 from tests.project.installing import SHORT_JVM, write_installing_project
 
@@ -35,6 +38,27 @@ TIMEOUT = 900  # seconds for the whole module's dbt calls
 INLINE = "commit_time_inline"
 EVENTS = f"{INLINE}__provenance"
 COMPACTION = "upsert compaction"  # the compaction's log lines start with it
+# an auto-merge plan of a Delta table: twelve days, one file each (days_plan's table);
+# 2024-01-08 is NEVER, every file fits, so two merges: 01..07 and 09..12
+DAYS_PLAN_YML = """
+version: 2
+models:
+  - name: days_plan
+    config:
+      auto_merge:
+        sort_column: day_date
+        split_threshold: 1000000
+        mergeability: [{from: "2024-01-08", to: "2024-01-08", mergeability: NEVER}]
+"""
+AUTO_MERGE = "auto-merge"  # the executor's log lines hold it
+EXECUTE_PLAN = ["run-operation", "dbt_merge.execute_auto_merge", "--args"]
+DAYS = "id, day_date, payload"
+EVENT_COLUMNS = (
+    "event_type, table_name, merge_index, min_key, max_key, parent_ids, child_ids,"
+    " rewritten_bytes, snapshot_id, plan_model"
+)
+# the auto-merge steps, after deps, three batches and two compaction steps (runs[5:])
+PLANNED, DRY, MERGED, STALE, REBUILT, DIED, RECOVERED = range(5, 12)
 
 
 def _models(folder: Path) -> None:
@@ -55,6 +79,11 @@ def _models(folder: Path) -> None:
                     " provenance=true) }}\n"
                 )
                 (folder / short / f"{INLINE}.{suffix}").write_text(inline)
+    delta = 'file_format="delta"'
+    (folder / "days.py").write_text(auto_merge.DAYS_MODEL.replace('file_format="iceberg"', delta))
+    plan = auto_merge.PLAN_MODEL.format(table="days")
+    (folder / "days_plan.py").write_text(plan.replace('file_format="iceberg"', delta))
+    (folder / "days_plan.yml").write_text(DAYS_PLAN_YML)
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +140,7 @@ def runs(tmp_path_factory):
                 "log": COMPACTION,
             }
         )
+    steps += _auto_merge_steps()
     spec = root / "steps.json"
     spec.write_text(json.dumps({"project": str(project), "schema": NAME, "steps": steps}))
     done = subprocess.run(
@@ -122,11 +152,41 @@ def runs(tmp_path_factory):
         timeout=TIMEOUT,
     )
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    failed = [r for r in results if not r["ok"]]
-    assert done.returncode == 0 and len(results) == len(steps) and not failed, (
-        f"{failed}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    )
+    complete = done.returncode == 0 and len(results) == len(steps)
+    wrong = complete and [
+        r for r, s in zip(results, steps, strict=True) if r["ok"] == bool(s.get("fails"))
+    ]
+    assert complete and not wrong, f"{wrong}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return results[1:]
+
+
+def _auto_merge_steps() -> list[dict]:
+    """Build days and its plan, a dry run, the execution, the same plan again (stale);
+    then days and its plan again, an execution that dies after its first merge's
+    commit (auto_merge.after_rewrite), and one that goes on."""
+    build = {"args": ["run", "--select", "days", "days_plan"], "read": ["days"], "columns": DAYS}
+
+    def execute(flag: str, read: list[str], **step) -> dict:
+        columns = {"days": DAYS, "auto_merge_provenance": EVENT_COLUMNS}
+        args = [*EXECUTE_PLAN, f"{{plan: days_plan, execute: {flag}}}"]
+        return {"args": args, "read": read, "columns": columns, "log": AUTO_MERGE, **step}
+
+    both = ["days", "auto_merge_provenance"]
+    return [
+        build,
+        execute("false", ["days"]),
+        execute("true", both),
+        execute("true", both),
+        build,
+        execute(
+            "true",
+            ["days"],
+            env={"DBT_MERGE_FAIL_AT": "auto_merge.after_rewrite"},
+            fails=True,
+            log="auto_merge.after_rewrite",
+        ),
+        execute("true", both),
+    ]
 
 
 def _rows(result: dict, table: str) -> list[tuple]:
@@ -204,3 +264,77 @@ def test_inline_compaction_leaves_no_deletion_vector(runs):
         merged = max(row[0] for row in result["tables"][EVENTS])
         recorded = result["properties"][EVENTS]["dbt_merge.provenance_version"]
         assert recorded == str(merged + 1), (merged, recorded)
+
+
+def _events(result: dict) -> list[dict]:
+    names = [c.strip() for c in EVENT_COLUMNS.split(",")]
+    rows = [dict(zip(names, row, strict=True)) for row in result["tables"]["auto_merge_provenance"]]
+    ours = [e for e in rows if e["table_name"].endswith(f"{NAME}.days")]
+    return sorted(ours, key=lambda e: (e["snapshot_id"], e["merge_index"]))
+
+
+def test_an_auto_merge_plan_runs_on_delta(runs):
+    """execute_auto_merge of a plan of a Delta table (through the spark_session adapter):
+    the dry run changes nothing; the execution rewrites each planned run of files into
+    one, committed as Delta's OPTIMIZE commits (every action dataChange=false), keeps
+    every row, and records one JOIN event per merge (planned files -> the new one); the
+    same plan again is stale and changes nothing."""
+    planned, dry, merged, stale = (runs[i] for i in (PLANNED, DRY, MERGED, STALE))
+    files = planned["files"]["days"]
+    assert len(files) == 12 and not any(files.values()), files
+    assert dry["files"]["days"] == files, "a dry run changes nothing"
+    text = " ".join(dry["log"])
+    assert "2 merge(s) would run, rewriting 11 files, 0 would be skipped" in text, text[-1500:]
+    assert "would run: a rewrite of its 7 files of version" in text, text[-1500:]
+    assert "committed as an OPTIMIZE (dataChange=false)" in text
+
+    text = " ".join(merged["log"])
+    assert "2 merge(s) executed, 11 files -> 2, 0 skipped" in text, text[-1500:]
+    after = merged["files"]["days"]
+    assert len(after) == 12 - 11 + 2 and not any(after.values()), after
+    assert _rows(merged, "days") == _rows(planned, "days"), "row for row the same contents"
+    events = _events(merged)
+    assert [(e["event_type"], e["merge_index"], e["plan_model"]) for e in events] == [
+        ("JOIN", 1, "days_plan"),
+        ("JOIN", 2, "days_plan"),
+    ]
+    assert [[e["min_key"], e["max_key"]] for e in events] == [
+        ["2024-01-01", "2024-01-07"],
+        ["2024-01-09", "2024-01-12"],
+    ]
+    assert [len(e["parent_ids"]) for e in events] == [7, 4]
+    parents = {p for e in events for p in e["parent_ids"]}
+    assert parents <= set(files) and not parents & set(after), "the planned files are gone"
+    assert [len(e["child_ids"]) for e in events] == [1, 1]
+    assert {c for e in events for c in e["child_ids"]} == set(after) - set(files)
+    assert all(e["rewritten_bytes"] > 0 for e in events)
+    assert events[0]["snapshot_id"] < events[1]["snapshot_id"], "one commit per merge"
+
+    text = " ".join(stale["log"])
+    assert text.count("the plan is stale") == 2, text[-1500:]
+    assert "7 planned file(s) are no longer in the table" in text
+    assert text.count("would also rewrite 1 file(s) not in the plan") == 2
+    assert "0 merge(s) executed" in text and "2 skipped" in text
+    assert stale["files"]["days"] == after and _events(stale) == events, "nothing changed"
+
+
+def test_a_delta_merge_whose_event_was_lost_is_recorded_by_the_next_run(runs):
+    """A run that dies after a merge's commit and before its event (failure point
+    auto_merge.after_rewrite): the merge is stored, its event is not; the next run
+    finds that commit by its marker (Delta's userMetadata), records its event once,
+    and executes the other merge."""
+    rebuilt, died, recovered = (runs[i] for i in (REBUILT, DIED, RECOVERED))
+    files = rebuilt["files"]["days"]
+    assert len(files) == 12
+    said = died["error"] + " ".join(died["log"])
+    assert "injected failure at auto_merge.after_rewrite" in said, said[-1500:]
+    assert len(died["files"]["days"]) == 12 - 7 + 1, "the first merge committed"
+    assert _rows(died, "days") == _rows(rebuilt, "days")
+    text = " ".join(recovered["log"])
+    assert "was executed in version" in text and "its JOIN event is recorded now" in text
+    assert "1 merge(s) executed, 4 files -> 1, 0 skipped, 1 event(s) recorded" in text, text[-1500:]
+    events = [e for e in _events(recovered) if set(e["parent_ids"]) <= set(files)]
+    assert [(e["merge_index"], len(e["parent_ids"])) for e in events] == [(1, 7), (2, 4)]
+    assert len(_events(recovered)) == 4, "two merges before, two now: each recorded once"
+    assert len(recovered["files"]["days"]) == 3
+    assert _rows(recovered, "days") == _rows(rebuilt, "days")

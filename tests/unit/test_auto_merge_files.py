@@ -130,6 +130,14 @@ def test_files_of_different_partitions_are_never_contiguous():
         "partition.`region` = 'us'"
     )
     assert us_merge["file_paths"] == ["/wh/db/events/data/us1.parquet"]
+    # on Delta the files check is over DeltaTableFiles.listing (min_key, max_key and the
+    # partition struct), the merge's own where clause the same
+    delta = plan_files(files, options(), _replace(layout, format="delta"), model_name="m")[3]
+    assert delta["merge_where"] == us_merge["merge_where"]
+    assert delta["merge_files_where"] == (
+        "max_key >= cast('2024-01-01' as date) and min_key <= cast('2024-01-03' as date) and "
+        "partition.`region` = 'us'"
+    )
 
 
 def test_a_transform_partition_is_left_to_the_executors_check():

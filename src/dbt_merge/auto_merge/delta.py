@@ -2,7 +2,10 @@
 snapshot, from the Delta log (``DeltaLog.forTableWithSnapshot``), with the statistics
 Delta keeps per file (``numRecords``, ``minValues``, ``maxValues``) and the partition
 values of each file. Delta has no metadata tables for this in SQL (no ``<table>.files``),
-so the snapshot's ``allFiles`` Dataset is read through the JVM.
+so the snapshot's ``allFiles`` Dataset is read through the JVM. And how a planned merge
+is carried out there (``rewrite_merge``): its files rewritten and committed through
+Delta's own transaction, as its OPTIMIZE does, since OPTIMIZE's SQL selects whole
+partitions and a planned merge is a key range of files.
 
 Delta's statistics are collected for the first ``delta.dataSkippingNumIndexedCols``
 columns (32 by default) and truncate long strings; a file without them has no key
@@ -12,6 +15,7 @@ bounds and is left alone (``no_key_bounds``), as an Iceberg file without metrics
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,12 +23,15 @@ from dbt_merge.auto_merge.files import DataFile
 from dbt_merge.auto_merge.layout import TableLayout
 from dbt_merge.auto_merge.mergeability import local_naive_to_utc
 from dbt_merge.auto_merge.rules import MergeabilityRule
+from dbt_merge.core.errors import failpoint
 from dbt_merge.core.sql import quote_identifier, string_literal
 
 # the types Delta keeps min/max statistics for (StatisticsCollection): numbers, dates,
 # timestamps and strings, by Spark's simpleString names
 _STATS_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 _STATS_TYPES += ("date", "timestamp", "timestamp_ntz", "string")
+# a path of the log that is absolute (has a scheme); others are relative to the table
+_URI = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 
 def load_table(session: Any, catalog_name: str, table_name: str) -> DeltaTableFiles | None:
@@ -71,6 +78,7 @@ class DeltaTableFiles:
             identity_fields={c: c for c in partition_columns},
             partition_types={c: schema[c] for c in partition_columns},
             snapshot_id=int(snapshot.version()),
+            format="delta",
         )
 
     def sort_order_column(self, model_name: str) -> str:
@@ -92,28 +100,43 @@ class DeltaTableFiles:
             if name not in partitioned and sql_type.split("(")[0] in _STATS_TYPES
         }
 
-    def files(self, sort_column: str, rules: Sequence[MergeabilityRule]) -> list[DataFile]:
-        """The snapshot's files with the sort column's bounds (``rules`` are not needed:
-        a file's write time, for DELAY rules, is its ``modificationTime``)."""
-        del rules
-        key = quote_identifier(sort_column)
-        key_type = self.schema[sort_column]
-        stats = (
-            f"from_json(stats, 'struct<numRecords: bigint, minValues: struct<{key}: {key_type}>,"
-            f" maxValues: struct<{key}: {key_type}>>')"
-        )
+    def listing(self, sort_column: str | None = None) -> Any:
+        """The snapshot's files as a DataFrame, one row each: ``file_path`` (absolute),
+        ``size``, ``record_count`` (rows not deleted), ``added_at``, with a partitioned
+        table ``partition`` (the typed values, as Iceberg's ``data_files`` has them) and
+        ``partition_text``, and with a sort column ``min_key``, ``max_key`` and their
+        texts (its bounds from Delta's statistics). A plan's ``merge_files_where`` on a
+        Delta table is a predicate over these columns."""
         columns = [
             f"{self._absolute_path_sql()} as file_path",
             "size",
             "s.numRecords - coalesce(deletionVector.cardinality, 0) as record_count",
-            f"s.minValues.{key} as min_key",
-            f"s.maxValues.{key} as max_key",
-            f"cast(s.minValues.{key} as string) as min_key_text",
-            f"cast(s.maxValues.{key} as string) as max_key_text",
             "timestamp_millis(modificationTime) as added_at",
             *self._partition_sql(),
         ]
-        rows = self.all_files.selectExpr("*", f"{stats} as s").selectExpr(*columns).collect()
+        stats = "struct<numRecords: bigint>"
+        if sort_column is not None:
+            key = quote_identifier(sort_column)
+            key_type = self.schema[sort_column]
+            stats = (
+                f"struct<numRecords: bigint, minValues: struct<{key}: {key_type}>,"
+                f" maxValues: struct<{key}: {key_type}>>"
+            )
+            columns += [
+                f"s.minValues.{key} as min_key",
+                f"s.maxValues.{key} as max_key",
+                f"cast(s.minValues.{key} as string) as min_key_text",
+                f"cast(s.maxValues.{key} as string) as max_key_text",
+            ]
+        with_stats = self.all_files.selectExpr(
+            "*", f"from_json(stats, {string_literal(stats)}) as s"
+        )
+        return with_stats.selectExpr(*columns)
+
+    def files(self, sort_column: str, rules: Sequence[MergeabilityRule]) -> list[DataFile]:
+        """The snapshot's files with the sort column's bounds (``rules`` are not needed:
+        a file's write time, for DELAY rules, is its ``modificationTime``)."""
+        del rules
         return [
             DataFile(
                 path=row["file_path"],
@@ -126,8 +149,78 @@ class DeltaTableFiles:
                 partition=self._partition(row),
                 added_at=local_naive_to_utc(row["added_at"]),
             )
-            for row in rows
+            for row in self.listing(sort_column).collect()
         ]
+
+    def selected_files(self, files_where: str, sort_column: str | None) -> list[dict[str, Any]]:
+        """The files of ``listing`` that a plan's ``merge_files_where`` selects:
+        file_path and size, by path."""
+        rows = self.listing(sort_column).where(files_where).select("file_path", "size")
+        return sorted(
+            ({"file_path": r[0], "size": int(r[1])} for r in rows.collect()),
+            key=lambda f: f["file_path"],
+        )
+
+    def compact(self, paths: Sequence[str], sort_column: str | None, marker: str) -> int:
+        """Rewrites the files ``paths`` (absolute, as ``listing`` has them) of this
+        snapshot into one file per partition, their rows sorted by ``sort_column``, and
+        commits that as Delta's OPTIMIZE does: a transaction that starts from this
+        snapshot and tracks exactly these files as read (a concurrent commit that
+        removes or rewrites one of them makes it fail; appends do not), the new files
+        and the removals marked ``dataChange=false`` (a rearrangement, which the change
+        feed and streaming readers skip), an OPTIMIZE operation in the history, and
+        ``marker`` as the commit's userMetadata. Returns the commit's version."""
+        from pyspark.sql import DataFrame
+
+        jvm = self.session._jvm
+        scala = jvm.scala.collection.JavaConverters
+
+        def seq(items: Any) -> Any:
+            return scala.asScalaBuffer(items).toSeq()
+
+        wanted = ", ".join(string_literal(path) for path in paths)
+        chosen = self.snapshot.allFiles().where(f"{self._absolute_path_sql()} in ({wanted})")
+        files = chosen.collectAsList()
+        if files.size() != len(set(paths)):
+            raise ValueError(f"{len(paths)} files to compact, {files.size()} found in the snapshot")
+        read = seq(files)
+        log = self.snapshot.deltaLog()
+        txn = log.startTransaction(
+            jvm.scala.Option.apply(None), jvm.scala.Option.apply(self.snapshot)
+        )
+        txn.trackFilesRead(read)
+        rows = DataFrame(
+            log.createDataFrame(txn.snapshot(), read, False, jvm.scala.Option.apply("Optimize")),
+            self.session,
+        )
+        partitioned = list(self.layout.partition_types)
+        rows = rows.repartition(*partitioned) if partitioned else rows.repartition(1)
+        if sort_column is not None:
+            rows = rows.sortWithinPartitions(sort_column)
+        written = txn.writeFiles(
+            rows._jdf, jvm.scala.Option.apply(None), True, seq(jvm.java.util.ArrayList())
+        )
+        actions = jvm.java.util.ArrayList()
+        for index in range(written.size()):
+            action = json.loads(written.apply(index).json())
+            action["add"]["dataChange"] = False
+            actions.add(jvm.org.apache.spark.sql.delta.actions.Action.fromJson(json.dumps(action)))
+        now = int(jvm.java.lang.System.currentTimeMillis())
+        for index in range(files.size()):
+            actions.add(files.get(index).removeWithTimestamp(now, False))
+        optimize = getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$Optimize")
+        empty = seq(jvm.java.util.ArrayList())
+        operation = optimize(empty, empty, False, jvm.scala.Option.apply(None), False)
+        setting = "spark.databricks.delta.commitInfo.userMetadata"
+        before = self.session.conf.get(setting, None)
+        self.session.conf.set(setting, marker)
+        try:
+            return int(txn.commit(seq(actions), operation))
+        finally:
+            if before is None:
+                self.session.conf.unset(setting)
+            else:
+                self.session.conf.set(setting, before)
 
     def partitions(self) -> list[dict[str, Any]]:
         """One row per partition, as Iceberg's ``partitions`` metadata table has them:
@@ -135,15 +228,7 @@ class DeltaTableFiles:
         ``file_count``, ``total_data_file_size_in_bytes``, ``last_updated_at`` (the
         newest file's write time), and ``file_paths``."""
         grouped: dict[tuple[Any, ...], dict[str, Any]] = {}
-        rows = self.all_files.selectExpr(
-            f"{self._absolute_path_sql()} as file_path",
-            "size",
-            "cast(get_json_object(stats, '$.numRecords') as bigint)"
-            " - coalesce(deletionVector.cardinality, 0) as record_count",
-            "timestamp_millis(modificationTime) as added_at",
-            *self._partition_sql(),
-        ).collect()
-        for row in rows:
+        for row in self.listing().collect():
             values = row["partition"].asDict() if self.layout.partition_types else {}
             entry = grouped.setdefault(
                 tuple(values.values()),
@@ -183,7 +268,9 @@ class DeltaTableFiles:
                 "size": int(row["size"]),
                 "record_count": None if row["record_count"] is None else int(row["record_count"]),
                 "deleted_rows": int(row["deleted_rows"]),
-                "partition": row["partition_text"].asDict() if self.layout.partition_types else None,
+                "partition": row["partition_text"].asDict()
+                if self.layout.partition_types
+                else None,
             }
             for row in rows
         ]
@@ -221,6 +308,91 @@ class DeltaTableFiles:
             return ()
         values, texts = row["partition"].asDict(), row["partition_text"].asDict()
         return tuple((name, values[name], texts[name]) for name in self.layout.partition_types)
+
+
+def commit_actions(session: Any, table: DeltaTableFiles, version: int) -> dict[str, Any]:
+    """What commit ``version`` of the table did, from its file in ``_delta_log``: its
+    version, operation, readVersion and userMetadata, the files it removed and added
+    (absolute paths, as ``listing`` has them) and the bytes it removed."""
+    path = f"{table.root}/_delta_log/{version:020d}.json"
+    actions = [json.loads(row[0]) for row in session.read.text(path).collect()]
+    info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+
+    def absolute(path: str) -> str:  # as _absolute_path_sql makes it
+        return path if _URI.match(path) else f"{table.root}/{path}"
+
+    removed = [a["remove"] for a in actions if "remove" in a]
+    return {
+        "version": version,
+        "operation": info.get("operation"),
+        "read_version": info.get("readVersion"),
+        "user_metadata": info.get("userMetadata"),
+        "removed": sorted(absolute(r["path"]) for r in removed),
+        "added": sorted(absolute(a["add"]["path"]) for a in actions if "add" in a),
+        "removed_bytes": sum(int(r.get("size") or 0) for r in removed),
+    }
+
+
+def find_merge_commit(
+    session: Any, catalog_name: str, table_name: str, marker: str
+) -> dict[str, Any] | None:
+    """The commit whose userMetadata is ``marker`` (``commit_actions``), or None. A
+    planned merge's marker names its plan, the merge and the version it was planned on
+    (the macro ``_auto_merge_delta_marker``), so a run that died before recording the
+    merge's event finds its commit again."""
+    table = load_table(session, catalog_name, table_name)
+    if table is None:
+        return None
+    history = session.sql(f"describe history {catalog_name}.{table_name}")
+    found = history.where(history.userMetadata == marker).select("version").collect()
+    return commit_actions(session, table, int(found[0][0])) if found else None
+
+
+def rewrite_merge(
+    session: Any,
+    catalog_name: str,
+    table_name: str,
+    *,
+    files_where: str,
+    sort_column: str | None,
+    planned: Sequence[str],
+    marker: str,
+    execute: bool,
+) -> dict[str, Any]:
+    """One planned merge of a Delta table: its check, then (``execute``) its rewrite.
+
+    The check: the files ``files_where`` selects in the current version
+    (``selected_files``) must be exactly ``planned``; otherwise the merge is stale
+    (``gone``: planned files no longer there, ``extra``: files it would also rewrite).
+    The rewrite (``DeltaTableFiles.compact``) replaces exactly the planned files, as
+    Delta's OPTIMIZE does, in a transaction that starts from the version checked.
+
+    Returns status (``stale``, ``planned``, ``merged``), version (the one checked),
+    gone, extra, for a merge its commit (``commit_actions``), and for a commit that
+    another writer's commit made fail, ``conflict`` (Delta's exception, e.g.
+    ``ConcurrentDeleteReadException``; nothing was committed).
+    """
+    table = load_table(session, catalog_name, table_name)
+    if table is None:
+        raise ValueError(f"{catalog_name}.{table_name} is not a Delta table")
+    version = int(table.layout.snapshot_id)
+    selected = {f["file_path"] for f in table.selected_files(files_where, sort_column)}
+    gone, extra = sorted(set(planned) - selected), sorted(selected - set(planned))
+    outcome: dict[str, Any] = {"version": version, "gone": gone, "extra": extra}
+    if gone or extra or not execute:
+        return {**outcome, "status": "stale" if gone or extra else "planned"}
+    failpoint("auto_merge.before_rewrite")
+    try:
+        committed = table.compact(planned, sort_column, marker)
+    except Exception as exc:  # py4j: Delta's ConcurrentModificationException and kin
+        java = getattr(exc, "java_exception", None)
+        name = "" if java is None else str(java.getClass().getName())
+        if "Concurrent" not in name:
+            raise
+        # another writer removed or rewrote a planned file after the check: nothing of
+        # this merge was committed
+        return {**outcome, "status": "stale", "conflict": name.rsplit(".", 1)[-1]}
+    return {**outcome, "status": "merged", "commit": commit_actions(session, table, committed)}
 
 
 def _schema(session: Any, metadata: Any) -> Any:

@@ -69,7 +69,8 @@ def files_where_clauses(
     members: Sequence[DataFile], sort_column: str, layout: TableLayout
 ) -> tuple[str, str]:
     """The where clause of ``rewrite_data_files`` for a run of files, and the same
-    selection as a predicate over the ``data_files`` metadata table.
+    selection as a predicate over the ``data_files`` metadata table (on Delta: over
+    ``DeltaTableFiles.listing``).
 
     Iceberg plans the rewrite from file metrics: it takes every file whose key bounds
     meet ``[first min, last max]`` (and whose partition matches). The run's files are
@@ -85,9 +86,13 @@ def files_where_clauses(
     low = typed_literal(first.min_key_text, key_type)
     high = typed_literal(last.max_key_text, key_type)
     call = [f"{column} >= {low}", f"{column} <= {high}"]
-    # readable_metrics has one field per leaf column, named by its full (dotted) name
-    metrics = "readable_metrics.`" + sort_column.replace("`", "``") + "`"
-    files = [f"{metrics}.upper_bound >= {low}", f"{metrics}.lower_bound <= {high}"]
+    if layout.format == "delta":
+        # the bounds of DeltaTableFiles.listing (Delta's statistics of the sort column)
+        files = [f"max_key >= {low}", f"min_key <= {high}"]
+    else:
+        # readable_metrics has one field per leaf column, named by its full (dotted) name
+        metrics = "readable_metrics.`" + sort_column.replace("`", "``") + "`"
+        files = [f"{metrics}.upper_bound >= {low}", f"{metrics}.lower_bound <= {high}"]
     call += partition_predicates(first.partition, layout, metadata=False)
     files += partition_predicates(first.partition, layout, metadata=True)
     return " and ".join(call), " and ".join(files)

@@ -61,6 +61,8 @@ class TableLayout:
             partition fields (a where clause on the column selects the partition).
         partition_types: ``{partition field: Spark SQL type}``.
         snapshot_id: the current snapshot, None for a table without one.
+        format: ``iceberg`` (a merge's files predicate is over the ``data_files``
+            metadata table) or ``delta`` (over ``DeltaTableFiles.listing``).
     """
 
     catalog_name: str
@@ -69,6 +71,7 @@ class TableLayout:
     identity_fields: Mapping[str, str] = field(default_factory=dict)
     partition_types: Mapping[str, str] = field(default_factory=dict)
     snapshot_id: int | None = None
+    format: str = "iceberg"
 
 
 def partition_predicates(

@@ -112,6 +112,41 @@ class SparkSessionAdapter(SparkAdapter):
         return [] if found is None else found.file_deletes()
 
     @available
+    def delta_rewrite_merge(
+        self,
+        table: str,
+        files_where: str,
+        sort_column: str | None,
+        planned: list[str],
+        marker: str,
+        execute: bool,
+    ) -> dict[str, Any]:
+        """One planned auto-merge of the Delta table ``table`` (schema.name of
+        ``spark_catalog``): checked against the plan, then its files rewritten and
+        committed as Delta's OPTIMIZE commits (``dbt_merge.auto_merge.delta.
+        rewrite_merge``). Delta's OPTIMIZE statement selects whole partitions; a
+        planned merge is a key range of files."""
+        spark = sessions.activate(self._spark())
+        return delta.rewrite_merge(
+            spark,
+            "spark_catalog",
+            table,
+            files_where=files_where,
+            sort_column=sort_column,
+            planned=planned,
+            marker=marker,
+            execute=execute,
+        )
+
+    @available
+    def delta_merge_commit(self, table: str, marker: str) -> dict[str, Any] | None:
+        """The commit of ``table`` that a planned merge made (its userMetadata is
+        ``marker``), with the files it removed and added, or None
+        (``dbt_merge.auto_merge.delta.find_merge_commit``)."""
+        spark = sessions.activate(self._spark())
+        return delta.find_merge_commit(spark, "spark_catalog", table, marker)
+
+    @available
     def inspect_sql_expression(self, sql: str) -> dict[str, Any]:
         """sqlglot's view of one Spark SQL row expression; functions it does not know are
         asked of Spark (``dbt_merge.core.expressions.inspect_expression``).
