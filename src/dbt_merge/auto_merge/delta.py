@@ -203,6 +203,8 @@ class DeltaTableFiles:
         actions = jvm.java.util.ArrayList()
         for index in range(written.size()):
             action = json.loads(written.apply(index).json())
+            if set(action) != {"add"}:  # a compaction writes data files only
+                raise ValueError(f"unexpected action of a compaction's write: {list(action)}")
             action["add"]["dataChange"] = False
             actions.add(jvm.org.apache.spark.sql.delta.actions.Action.fromJson(json.dumps(action)))
         now = int(jvm.java.lang.System.currentTimeMillis())
