@@ -31,7 +31,9 @@ from dbt_merge.core.sql import quote_identifier, string_literal
 _STATS_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 _STATS_TYPES += ("date", "timestamp", "timestamp_ntz", "string")
 # a path of the log that is absolute (has a scheme); others are relative to the table
-_URI = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+# (Java's regex in _absolute_path_sql, Python's in commit_actions)
+_URI_PATTERN = "^[a-zA-Z][a-zA-Z0-9+.-]*:"
+_URI = re.compile(_URI_PATTERN)
 
 
 def load_table(session: Any, catalog_name: str, table_name: str) -> DeltaTableFiles | None:
@@ -152,14 +154,11 @@ class DeltaTableFiles:
             for row in self.listing(sort_column).collect()
         ]
 
-    def selected_files(self, files_where: str, sort_column: str | None) -> list[dict[str, Any]]:
-        """The files of ``listing`` that a plan's ``merge_files_where`` selects:
-        file_path and size, by path."""
-        rows = self.listing(sort_column).where(files_where).select("file_path", "size")
-        return sorted(
-            ({"file_path": r[0], "size": int(r[1])} for r in rows.collect()),
-            key=lambda f: f["file_path"],
-        )
+    def selected_files(self, files_where: str, sort_column: str | None) -> list[str]:
+        """The paths of the files of ``listing`` that a plan's ``merge_files_where``
+        selects, sorted."""
+        rows = self.listing(sort_column).where(files_where).select("file_path").collect()
+        return sorted(row[0] for row in rows)
 
     def compact(self, paths: Sequence[str], sort_column: str | None, marker: str) -> int:
         """Rewrites the files ``paths`` (absolute, as ``listing`` has them) of this
@@ -290,7 +289,7 @@ class DeltaTableFiles:
         """A file's ``path`` is relative to the table's folder (and URL-encoded) unless
         it is absolute."""
         root = string_literal(self.root + "/")
-        return f"if(path rlike '^[a-zA-Z][a-zA-Z0-9+.-]*:', path, concat({root}, path))"
+        return f"if(path rlike '{_URI_PATTERN}', path, concat({root}, path))"
 
     def _partition_sql(self) -> list[str]:
         if not self.layout.partition_types:
@@ -314,11 +313,10 @@ class DeltaTableFiles:
 
 def commit_actions(session: Any, table: DeltaTableFiles, version: int) -> dict[str, Any]:
     """What commit ``version`` of the table did, from its file in ``_delta_log``: its
-    version, operation, readVersion and userMetadata, the files it removed and added
-    (absolute paths, as ``listing`` has them) and the bytes it removed."""
+    version, the files it removed and added (absolute paths, as ``listing`` has them)
+    and the bytes it removed."""
     path = f"{table.root}/_delta_log/{version:020d}.json"
     actions = [json.loads(row[0]) for row in session.read.text(path).collect()]
-    info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
 
     def absolute(path: str) -> str:  # as _absolute_path_sql makes it
         return path if _URI.match(path) else f"{table.root}/{path}"
@@ -326,9 +324,6 @@ def commit_actions(session: Any, table: DeltaTableFiles, version: int) -> dict[s
     removed = [a["remove"] for a in actions if "remove" in a]
     return {
         "version": version,
-        "operation": info.get("operation"),
-        "read_version": info.get("readVersion"),
-        "user_metadata": info.get("userMetadata"),
         "removed": sorted(absolute(r["path"]) for r in removed),
         "added": sorted(absolute(a["add"]["path"]) for a in actions if "add" in a),
         "removed_bytes": sum(int(r.get("size") or 0) for r in removed),
@@ -378,7 +373,7 @@ def rewrite_merge(
     if table is None:
         raise ValueError(f"{catalog_name}.{table_name} is not a Delta table")
     version = int(table.layout.snapshot_id)
-    selected = {f["file_path"] for f in table.selected_files(files_where, sort_column)}
+    selected = set(table.selected_files(files_where, sort_column))
     gone, extra = sorted(set(planned) - selected), sorted(selected - set(planned))
     outcome: dict[str, Any] = {"version": version, "gone": gone, "extra": extra}
     if gone or extra or not execute:
