@@ -5,6 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 JARS_STAMP := $(VENV)/.installed-jars
+ARCHIVE_STAMP := $(VENV)/.installed-class-archive
 DBT    := $(BIN)/dbt
 DBT_ARGS := --project-dir . --profiles-dir .
 
@@ -14,7 +15,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 # the test suite sets it itself, for the tests that build the demo
 run docs: export DBT_MERGE_DEMO := 1
 
-.PHONY: run test test-long install install-bench check-java docs docs-site bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing bench-seed bench-changelog bench-state-log cluster-up cluster-down thrift-up thrift-down databricks-parse lint clean
+.PHONY: run test test-long install class-archive install-bench check-java docs docs-site bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing bench-seed bench-changelog bench-state-log cluster-up cluster-down thrift-up thrift-down databricks-parse lint clean
 
 ## run: install if needed, then the demo `dbt build` (seeds, models, tests) on embedded Spark
 run: install check-java
@@ -24,14 +25,14 @@ run: install check-java
 ## on TEST_WORKERS workers (tests/scheduling.py), randomised tests on their fixed CI samples; the slowest 25 tests are listed
 TEST_WORKERS ?= 2
 TEST_ARGS := -n $(TEST_WORKERS) --durations=25
-test: install check-java
+test: install check-java class-archive
 	$(BIN)/python -m pytest $(TEST_ARGS)
 
 ## test-long: the suite with the randomised tests' long sweep: more rounds, fresh seeds from
 ## DBT_MERGE_TEST_SEED (drawn here; set it to replay a failing seed); run before a release
 test-long: export DBT_MERGE_TEST_PROFILE := long
 test-long: export DBT_MERGE_TEST_SEED ?= $(shell od -An -N3 -tu4 /dev/urandom | tr -d ' ')
-test-long: install check-java
+test-long: install check-java class-archive
 	@echo "test-long: DBT_MERGE_TEST_SEED=$$DBT_MERGE_TEST_SEED"
 	$(BIN)/python -m pytest $(TEST_ARGS)
 
@@ -102,6 +103,10 @@ databricks-parse:
 
 install: $(JARS_STAMP)
 
+## class-archive: the class-data-sharing archive every session's JVM starts from (about a minute, once;
+## every later JVM then starts with about a third less CPU: src/dbt/adapters/spark_session/class_archive.py)
+class-archive: $(ARCHIVE_STAMP)
+
 install-bench: $(BENCH_STAMP)
 
 # the pinned Iceberg and Delta jars (src/dbt/adapters/spark_session/jars.py) from Maven Central
@@ -109,6 +114,10 @@ install-bench: $(BENCH_STAMP)
 $(JARS_STAMP): $(STAMP) src/dbt/adapters/spark_session/jars.py
 	$(BIN)/dbt-merge-jars >/dev/null
 	@touch $(JARS_STAMP)
+
+$(ARCHIVE_STAMP): $(JARS_STAMP) src/dbt/adapters/spark_session/class_archive.py
+	$(BIN)/dbt-merge-jars --class-archive >/dev/null
+	@touch $(ARCHIVE_STAMP)
 
 $(BENCH_STAMP): $(JARS_STAMP)
 	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt \

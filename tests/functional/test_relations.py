@@ -119,3 +119,16 @@ def test_a_query_runs_in_execute(spark):
     cursor.execute("select id * 2 as doubled from range(3)")
     assert [row.doubled for row in cursor.fetchall()] == [0, 2, 4]
     assert [column[0] for column in cursor.description] == ["doubled"]
+
+
+def test_the_session_starts_from_the_class_archive(spark):
+    """`make test` builds the class archive first (`make class-archive`), and the run's
+    JVM mapped it: the JVM accepted it (one it refuses is not in its memory map)."""
+    from dbt.adapters.spark_session import class_archive
+
+    java = sessions.java_executable()
+    archive = class_archive.archive_path(java)
+    assert archive.is_file(), f"no class archive at {archive}: `make class-archive` builds it"
+    assert f"-XX:SharedArchiveFile={archive}" in spark.conf.get("spark.driver.extraJavaOptions")
+    jvm = spark.sparkContext._gateway.proc.pid
+    assert str(archive) in Path(f"/proc/{jvm}/maps").read_text()

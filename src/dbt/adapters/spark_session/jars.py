@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -135,8 +136,19 @@ def ensure(jar: Jar) -> Path:
     return path
 
 
-def main() -> int:
-    """``dbt-merge-jars``: fetch every pinned jar that is missing and list them all."""
+def main(argv: list[str] | None = None) -> int:
+    """``dbt-merge-jars``: fetch every pinned jar that is missing and list them all; with
+    ``--class-archive`` also build the class archive of this environment's Java if it is
+    missing (``class_archive``: about a minute once, then every session starts faster)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="dbt-merge-jars", description=main.__doc__)
+    parser.add_argument(
+        "--class-archive",
+        action="store_true",
+        help="also build the class-data-sharing archive sessions start from",
+    )
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         for path in jar_paths(ALL):
@@ -144,6 +156,16 @@ def main() -> int:
     except DbtRuntimeError as exc:
         print(exc, file=sys.stderr)
         return 1
+    if args.class_archive:
+        from dbt.adapters.spark_session import class_archive, session
+
+        try:
+            java = session.java_executable()
+            archive = class_archive.ensure(java, session.java_major_version(java))
+        except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
+            print(f"dbt_merge: no class archive was built: {exc}", file=sys.stderr)
+            return 1
+        print(archive or f"dbt_merge: no class archive for {java} (Java 13 or later needed)")
     return 0
 
 
