@@ -1,17 +1,19 @@
 """A class-data-sharing archive of Spark's classes: every later JVM starts from it.
 
 A dbt process on the ``spark_session`` adapter starts a JVM, and before its first
-statement returns that JVM has loaded, verified and linked some 20,000 classes of
-Spark, Hive, Hadoop and Iceberg: about 17 CPU-seconds on a machine of this project's
-kind. The JVM can write those classes, parsed and verified, into an archive at exit
-(``-XX:ArchiveClassesAtExit``, Java 13 and later) and map it into every later JVM
-(``-XX:SharedArchiveFile``): the same start then takes about 11 CPU-seconds
-(measured: 17.9, 16.7 without, 11.7, 11.0 with; the first three statements on an
-Iceberg table included).
+statement returns that JVM has loaded, verified and linked many thousands of classes of
+Spark, Hive, Hadoop and Iceberg. The JVM can write those classes, parsed and verified,
+into an archive at exit (``-XX:ArchiveClassesAtExit``, Java 13 and later) and map it
+into every later JVM (``-XX:SharedArchiveFile``). Measured on this project's 2-core
+machine, a session's start with its first three Iceberg statements: 27.2 and 28.9
+CPU-seconds of the JVM without the archive, 22.4 and 20.3 with it (17.8 and 18.6 s of
+wall time against 15.2 and 13.4); with the test suite's C1-only compiler 17.9 and 16.7
+CPU-seconds against 11.7 and 11.0.
 
-``dbt-merge-jars`` (``make install``) builds the archive once, by running a short
-session over a scratch warehouse (``build``); a session finds it by the key of its
-Java and its classpath (``archive_path``) and uses it. The JVM checks the archive
+``dbt-merge-jars --class-archive`` (``make class-archive``, which ``make test`` runs)
+builds the archive once, by running a short session over a scratch warehouse
+(``build``); a session finds it by the key of its Java and its classpath
+(``archive_path``) and uses it. The JVM checks the archive
 itself: one of another Java or another classpath is refused, and the JVM then starts
 as without it (its CDS log, which would say so on the console, is off). An archive is
 an optimisation, never a requirement: without one (not built, or
