@@ -28,7 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 RUN_DIR = Path(tempfile.mkdtemp(prefix="dbt_merge_tests_"))
 WAREHOUSE = RUN_DIR / "warehouse"
 LOG_DIR = RUN_DIR / "logs"
-JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m"
 SPARK_SETTINGS = {
     "spark.master": "local[2]",
     "spark.sql.shuffle.partitions": "1",
@@ -41,10 +40,7 @@ SPARK_SETTINGS = {
     # the defaults and 125-149 with these (the same wall time alone; with two workers
     # sharing two cores, CPU is what counts). C1 alone with its default 48 MB cache
     # fills it and stops compiling now and then: 229 CPU-s.
-    # The JVMs the tests start (dbt processes, the cluster, the Thrift server, the other
-    # writer) too, through JDK_JAVA_OPTIONS (process_env): test_cli.py's dbt processes
-    # took 39 and 37 CPU-s with the defaults, 30 and 31 with these.
-    "spark.driver.extraJavaOptions": JIT_OPTIONS,
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m",
     # Delta Lake's jars beside Iceberg's (which the adapter adds): the run's session reads
     # the tables of the Delta demo build by path (tests/project/test_delta_demo.py)
     "spark.jars": ",".join(jars.jar_paths(jars.DELTA)),
@@ -81,8 +77,8 @@ DBT = str(Path(sys.executable).with_name("dbt"))
 def process_env(**extra: str) -> dict[str, str]:
     """The environment of a dbt process a test starts: this one's, without pytest's, the
     test run's DBT_MERGE_ settings and DBT_WRITE_JSON, with a driver heap of 4g unless
-    its profile says otherwise (DBT_MERGE_DRIVER_MEMORY), the suite's compiler settings
-    (JIT_OPTIONS) and interpreted queries (INTERPRETED), plus ``extra``."""
+    its profile says otherwise (DBT_MERGE_DRIVER_MEMORY) and the suite's interpreted
+    queries (INTERPRETED), plus ``extra``."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -94,9 +90,6 @@ def process_env(**extra: str) -> dict[str, str]:
         DBT_SEND_ANONYMOUS_USAGE_STATS="false",
         SPARK_LOCAL_IP="127.0.0.1",
         DBT_MERGE_DRIVER_MEMORY="4g",
-        # every JVM of the process compiles as the run's session does (the java
-        # launcher reads it, and says so on stderr: "NOTE: Picked up ...")
-        JDK_JAVA_OPTIONS=JIT_OPTIONS,
         # PySpark adds these to the settings of the session it starts (INTERPRETED)
         PYSPARK_SUBMIT_ARGS=" ".join(
             [*(f"--conf {key}={value}" for key, value in INTERPRETED.items()), "pyspark-shell"]
