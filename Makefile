@@ -104,7 +104,7 @@ databricks-parse:
 install: $(JARS_STAMP)
 
 ## class-archive: the class-data-sharing archive every session's JVM starts from (about a minute, once;
-## every later JVM then starts with about a third less CPU: src/dbt/adapters/spark_session/class_archive.py)
+## every later JVM then starts with about a quarter less CPU: src/dbt/adapters/spark_session/class_archive.py)
 class-archive: $(ARCHIVE_STAMP)
 
 install-bench: $(BENCH_STAMP)

@@ -48,9 +48,9 @@ SPARK_SETTINGS = {
 # The suite's queries run interpreted, not compiled: Spark generates and compiles Java
 # classes for every query (whole-stage code generation, then each expression), which pays
 # on large data and is pure cost on a test's few rows. Results are the same either way
-# (Spark's own suites run both). test_entity_merge.py alone: 263 CPU-s of the machine
-# with code generation, 205 without (193 s and 160 s). Every dbt process a test starts
-# gets them too (process_env).
+# (Spark's own suites run both). test_entity_merge.py alone, two runs each: 180 and 177
+# CPU-s of the machine with code generation, 133 and 143 without (138 and 137 s of wall
+# time against 106 and 115). Every dbt process a test starts gets them too (process_env).
 INTERPRETED = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
