@@ -84,10 +84,17 @@ def _pyspark_jars() -> Path:
     return Path(pyspark.__file__).parent / "jars"
 
 
+def _wanted(major: int | None) -> bool:
+    """Whether a Java of this major version (None: unknown) may have an archive here:
+    13 or later, and ``DBT_MERGE_CLASS_ARCHIVE`` not off."""
+    off = os.environ.get(ARCHIVE_ENV, "").lower() == "off"
+    return not off and major is not None and major >= MIN_JAVA
+
+
 def java_options(java: str, major: int | None) -> str:
     """The JVM options that start ``java`` from its archive: empty where there is none,
     the Java is older than MIN_JAVA (or unknown) or ``DBT_MERGE_CLASS_ARCHIVE`` is off."""
-    if os.environ.get(ARCHIVE_ENV, "").lower() == "off" or major is None or major < MIN_JAVA:
+    if not _wanted(major):
         return ""
     path = archive_path(java)
     return f"-XX:SharedArchiveFile={path} -Xlog:cds*=off" if path.is_file() else ""
@@ -97,7 +104,7 @@ def ensure(java: str, major: int | None) -> Path | None:
     """The archive of ``java``, built now if it is missing (None where a Java older than
     MIN_JAVA or the setting rules one out). A failed build leaves nothing behind and
     raises: the caller says so, and sessions start without an archive."""
-    if os.environ.get(ARCHIVE_ENV, "").lower() == "off" or major is None or major < MIN_JAVA:
+    if not _wanted(major):
         return None
     path = archive_path(java)
     if not path.is_file():
