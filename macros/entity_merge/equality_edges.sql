@@ -46,7 +46,7 @@
     {% set incremental = is_incremental() %}
     {% set follows_columns = spec.datasets | selectattr('change_sql') | list | length > 0 %}
     {% set digested = dbt_merge._entity_uses_digest(spec) %}
-    {#-- each Iceberg dataset read at its current snapshot, which the digest records --#}
+    {#-- each Iceberg or Delta dataset read at its current snapshot, which the digest records --#}
     {% set snapshots = dbt_merge._entity_dataset_snapshots(spec) if digested else {} %}
     {% do dbt_merge._entity_pin_datasets(spec, snapshots) %}
     {% set candidates = none %}
@@ -76,6 +76,11 @@
             {% set fed = dbt_merge._entity_mark_event_sources(spec, snapshots, read_at) %}
             {% if fed %}
                 {% do log('dbt_merge: ' ~ model.name ~ ': changed records found from their upsert provenance events: ' ~ (fed | join(', ')), info=false) %}
+            {% endif %}
+            {#-- a Delta table's change data feed says which of its records changed --#}
+            {% set fed = dbt_merge._entity_mark_feed_sources(spec, snapshots, read_at) %}
+            {% if fed %}
+                {% do log('dbt_merge: ' ~ model.name ~ ': changed records found from the change data feed of: ' ~ (fed | join(', ')), info=false) %}
             {% endif %}
             {#-- only the buckets whose digest differs are compared record by record; their
                  records (candidates) are read once, by the comparison, which keeps what
@@ -130,7 +135,7 @@
     {#-- a first run, a rebuild and a run without a usable digest compute it from the
          edges once written; a run that found no bucket changed keeps the stored one --#}
     {% do dbt_merge._entity_digest_plan('keep' if incremental and not rebuild and digest is not none else 'rebuild', snapshots=snapshots) %}
-{% elif dbt_merge._entity_state_on_iceberg() %}
+{% elif dbt_merge._entity_state_format() is not none %}
     {% do dbt_merge._entity_digest_plan('none') %}
 {% endif %}
 {%- if incremental and unchanged %}

@@ -16,7 +16,9 @@ and prints one JSON line ``{"step": i, "ok": ..., "tables": {...}, "files": {...
 
 A step is ``{"args": [dbt arguments], "env": {...}, "read": [tables], "columns": "..."}``
 (``columns`` one list for every table, or a mapping table -> list); a step with
-``"fails": true`` is expected to fail, and what it names is read after it.
+``"fails": true`` is expected to fail, and what it names is read after it. A step's
+``"sql": [statements]`` run first, in the session an earlier step's dbt call started (as
+another job that writes the tables would).
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ def main(steps_file: str) -> int:
     for index, step in enumerate(spec["steps"]):
         saved = {name: os.environ.get(name) for name in step.get("env", {})}
         os.environ.update(step.get("env", {}))
+        if step.get("sql"):
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.builder.getOrCreate()  # the session dbt's adapter started
+            for statement in step["sql"]:
+                spark.sql(statement).collect()
         messages: list[str] = []  # dbt's messages that hold the step's "log" text
         try:
             keep = _keeper(step.get("log"), messages)

@@ -136,6 +136,9 @@ TABLES_OF_EARLIER_RUNS = {
     "people_follow_edges": "(src string, dst string, fingerprint bigint, `_batch` bigint,"
     " declaration string) using iceberg",
     "people_follow_components": "(node string, component string, `_batch` bigint) using iceberg",
+    # the edges' digest, empty (as before a first digest): a Delta table cannot be made here
+    "people_follow_edges__dbt_merge_digest": "(dataset_offset int, bucket int, records bigint,"
+    " digest bigint, buckets int, edges_snapshot string) using iceberg",
     "loose_events": "(id int) using parquet",
 }
 
@@ -359,6 +362,10 @@ EXECUTED = {
     "_check_upsert_table_settings": r"show tblproperties \S+ \('dbt_merge\.upsert'\)",
     "_store_upsert_table_settings": r"alter table \S+ set tblproperties \('dbt_merge\.upsert'",
     "_auto_merge_table_formats": r"describe table extended \S+loose_events",
+    "_entity_stored_digest": (
+        r"create table if not exists \S+people_follow_edges__dbt_merge_digest .*using delta"
+    ),
+    "_entity_digest_plan": r"create or replace temporary view \S+__dbt_merge_digest_plan as",
 }
 # rendered and parsed by test_upsert_delta_sql.py (each is called in its model)
 PARSED_IN_UPSERT_FILE = (
@@ -463,6 +470,11 @@ NOT_SQL = {
     "_entity_digest_mix_sql": "an expression, parsed inside the digest's selects (Iceberg only)",
     "_entity_uses_digest": "returns whether the edges model keeps a digest (a boolean)",
     "_entity_state_on_iceberg": "returns whether the model is a state model on Iceberg (a boolean)",
+    "_entity_state_format": "returns the state model's table format (iceberg, delta or none)",
+    "_entity_feed_operations": "returns the names of Delta operations (a list)",
+    "_entity_mark_feed_sources": "marks datasets in a dict, returns their names",
+    "_entity_dataset_snapshots": "runs _table_provider and _table_version, returns a dict",
+    "_entity_pin_datasets": "sets the datasets' relations (time travel) in a dict",
     "_entity_side_relation": "returns a relation beside the model (used by _entity_stage)",
     "_entity_strategy_default": "returns SQL fragments (a dict), parsed inside people_plain",
     "_entity_strategy_compact": "returns SQL fragments (a dict), parsed inside people_first",
@@ -533,8 +545,10 @@ UPSERT_COMPACTION = (
 # every entity, as _entity_change_scope returns none)
 CHANGE_SCOPE = "only with _entity_change_scope, which needs the components' Iceberg history"
 DIGEST = (
-    "the edges' digest is kept on Iceberg only (_entity_uses_digest is false for Delta; "
-    "tested in test_entity_merge_following.py)"
+    "reached with a stored edges digest only, which finish_incremental_entity_state, a step "
+    "of the spark_session flow, writes (entity_state runs on the spark_session adapter "
+    "only: _refuse_entity_state): tested on Iceberg in test_entity_merge_following.py and "
+    "on Delta in test_entity_merge_on_delta.py"
 )
 # a state batch with placeholders on Iceberg goes to a branch (Delta has none: there
 # the placeholders and the MERGE are written as before)
@@ -564,7 +578,7 @@ NOT_ON_DATABRICKS = {
     "_create_upsert_provenance_table": SPARK_SESSION_PROVENANCE,
     "_table_version": "reads a table's history: by the spark_session upsert "
     "materialization's provenance, the Iceberg-only auto-merge runner and the edges' "
-    "Iceberg-only digest",
+    "digest once stored (the spark_session flow)",
     "_upsert_version_exists": SPARK_SESSION_PROVENANCE,
     "_upsert_recorded_version": SPARK_SESSION_PROVENANCE,
     "_upsert_provenance_before": SPARK_SESSION_PROVENANCE,
@@ -598,21 +612,19 @@ NOT_ON_DATABRICKS = {
     "_entity_state_raise_broadcast": "sets a session setting on the spark_session adapter only",
     "_entity_state_restore_broadcast": "sets a session setting on the spark_session adapter only",
     "_entity_current_sql": CHANGE_SCOPE,
-    "_entity_stored_digest": DIGEST,
     "_entity_changed_buckets_sql": DIGEST,
     "_entity_stored_rows_sql": DIGEST,
     "_entity_state_digest_sql": DIGEST,
     "_entity_next_digest_sql": DIGEST,
     "_entity_no_record_sql": DIGEST,
     "_entity_carried_records_sql": DIGEST,
-    "_entity_digest_plan": DIGEST,
     "_entity_live_rows": f"reads an Iceberg table's snapshot summary; {CHANGE_SCOPE}",
-    "_entity_dataset_snapshots": f"{DIGEST}; reads each dataset's Iceberg history",
-    "_entity_pin_datasets": f"{DIGEST}; Iceberg time travel of the datasets",
     "_entity_digest_snapshots": f"{DIGEST}; show tblproperties of the digest",
     "_entity_mark_event_sources": f"{DIGEST}; marks datasets in a dict, returns their names",
     "_entity_event_versions": f"{DIGEST}; reads an upsert's Iceberg history and properties",
     "_entity_event_buckets_sql": DIGEST,
+    "_entity_feed_refusal": f"{DIGEST}; reads a Delta dataset's properties and history",
+    "_entity_feed_buckets_sql": f"{DIGEST}; reads a Delta dataset's change data feed",
     "finish_incremental_entity_state": f"{DIGEST}; a step of the spark_session flow",
     "_entity_rebuild_share": f"{DIGEST}; the edges rebuild by their digest",
     "_entity_edges_rebuild": f"{DIGEST}; the edges rebuild by their digest",
@@ -754,9 +766,13 @@ def check_executed(queries: list[str], name: str) -> None:
             assert isinstance(parsed, exp.Insert) and isinstance(parsed.expression, exp.Query)
         elif name == "_auto_merge_table_formats":
             assert isinstance(parse(query), exp.Describe)
-        elif name == "_entity_stage":
+        elif name in ("_entity_stage", "_entity_digest_plan"):
             parsed = parse(query)
             assert isinstance(parsed, exp.Create) and isinstance(parsed.expression, exp.Query)
+        elif name == "_entity_stored_digest":
+            # a table with its columns, no query
+            parsed = parse(query)
+            assert isinstance(parsed, exp.Create) and isinstance(parsed.this, exp.Schema)
         elif name == "_store_upsert_table_settings":
             assert isinstance(parse(query), exp.Alter)
             # orders_merge is merge_on_read: deletion vectors, set with the lock

@@ -11,7 +11,7 @@
     and compares fingerprints record by record only in the buckets whose digest differs
     from the stored one. A digest of another snapshot (a run that died after its MERGE,
     another writer) is not used: that run compares every record and rebuilds the digest.
-    Used on Iceberg, for a merge without change_columns.
+    Used on Iceberg and Delta, for a merge without change_columns.
 --#}
 
 {#-- The buckets of a dataset's node names: 65,536, so that a bucket holds about 15
@@ -37,21 +37,28 @@
 {% endmacro %}
 
 
-{#-- Whether the model (this) is a state model on Iceberg: incremental, entity_state. --#}
-{% macro _entity_state_on_iceberg() %}
-    {{ return(
-        config.get('materialized') == 'incremental'
-        and config.get('incremental_strategy') == 'entity_state'
-        and config.get('file_format') == 'iceberg'
-    ) }}
+{#-- The table format of the model (this) when it is a state model (incremental,
+     entity_state) on a format with versions: iceberg or delta; else none. --#}
+{% macro _entity_state_format() %}
+    {% if config.get('materialized') == 'incremental' and config.get('incremental_strategy') == 'entity_state'
+        and config.get('file_format') in ['iceberg', 'delta'] %}
+        {{ return(config.get('file_format')) }}
+    {% endif %}
+    {{ return(none) }}
 {% endmacro %}
 
 
-{#-- Whether the edges model (this) keeps a digest: a state model on Iceberg of a merge
-     whose datasets have no change column (their runs read only the changed rows: there
-     is nothing to summarize). --#}
+{#-- Whether the model (this) is a state model on Iceberg: incremental, entity_state. --#}
+{% macro _entity_state_on_iceberg() %}
+    {{ return(dbt_merge._entity_state_format() == 'iceberg') }}
+{% endmacro %}
+
+
+{#-- Whether the edges model (this) keeps a digest: a state model on Iceberg or Delta
+     of a merge whose datasets have no change column (their runs read only the changed
+     rows: there is nothing to summarize). --#}
 {% macro _entity_uses_digest(spec) %}
-    {{ return(dbt_merge._entity_state_on_iceberg() and spec.datasets | selectattr('change_sql') | list | length == 0) }}
+    {{ return(dbt_merge._entity_state_format() is not none and spec.datasets | selectattr('change_sql') | list | length == 0) }}
 {% endmacro %}
 
 
@@ -65,32 +72,35 @@
 
 
 {#-- The stored digest of the edges table relation when it describes relation's current
-     snapshot with today's buckets, else none. A run before the first digest finds it
-     empty. --#}
+     snapshot (version) with today's buckets, else none. A run before the first digest
+     finds it empty. The digest has the edges' table format. --#}
 {% macro _entity_stored_digest(relation) %}
     {% set digest = dbt_merge._entity_side_relation(relation, 'digest') %}
     {% do dbt_merge._execute(
         'create table if not exists ' ~ digest ~ ' (dataset_offset int, bucket int, records bigint,'
-        ~ ' digest bigint, buckets int, edges_snapshot string) using iceberg'
+        ~ ' digest bigint, buckets int, edges_snapshot string) using ' ~ dbt_merge._entity_state_format()
     ) %}
     {% set found = run_query(
         'select edges_snapshot from ' ~ digest ~ ' where buckets = ' ~ dbt_merge._entity_digest_buckets() ~ ' limit 1'
     ).rows %}
     {% set stamped = found[0][0] if found | length > 0 else none %}
-    {{ return(digest if stamped is not none and stamped == dbt_merge._table_version(relation, 'iceberg') else none) }}
+    {{ return(digest if stamped is not none and stamped == dbt_merge._table_version(relation, dbt_merge._entity_state_format()) else none) }}
 {% endmacro %}
 
 
-{#-- The Iceberg snapshot of each dataset of the merge that is an Iceberg table (not a
-     view, nor another format): {offset as a string: snapshot id as a string}. The edges
-     model reads such a dataset at that snapshot (_entity_pin_datasets) and its digest
-     records it (_entity_digest_snapshots): the next run does not read a dataset whose
-     snapshot has not moved. --#}
+{#-- The current snapshot of each dataset of the merge that is an Iceberg table, and the
+     current version of each that is a Delta table (not a view, nor another format):
+     {offset as a string: snapshot id or version as a string}; each such dataset's
+     table_format is set. The edges model reads such a dataset at that snapshot
+     (_entity_pin_datasets) and its digest records it (_entity_digest_snapshots): the
+     next run does not read a dataset whose snapshot has not moved. --#}
 {% macro _entity_dataset_snapshots(spec) %}
     {% set snapshots = {} %}
-    {% for dataset in spec.datasets if dbt_merge._table_provider(dataset.relation) == 'iceberg' %}
-        {% set snapshot = dbt_merge._table_version(dataset.relation, 'iceberg') %}
+    {% for dataset in spec.datasets %}
+        {% set provider = dbt_merge._table_provider(dataset.relation) %}
+        {% set snapshot = dbt_merge._table_version(dataset.relation, provider) if provider in ['iceberg', 'delta'] else none %}
         {% if snapshot is not none %}
+            {% do dataset.update({'table_format': provider}) %}
             {% do snapshots.update({dataset.offset | string: snapshot}) %}
         {% endif %}
     {% endfor %}
@@ -99,7 +109,7 @@
 
 
 {#-- Every read of the datasets in snapshots (_entity_dataset_snapshots) by this run
-     (spec) is at that snapshot (Iceberg time travel), so that the digest the run
+     (spec) is at that snapshot (time travel), so that the digest the run
      leaves describes it, whatever commits to the dataset meanwhile. The table itself
      stays in dataset.table. --#}
 {% macro _entity_pin_datasets(spec, snapshots) %}
@@ -143,13 +153,14 @@
 {#-- The select of the buckets (dataset_offset, bucket) whose digest differs between the
      datasets and the stored digest: the only buckets whose records a run compares. A
      dataset marked unread (_entity_mark_unread) takes no part; one whose change its
-     upsert's events hold (_entity_mark_event_sources) gives the buckets of its
-     changed keys instead (_entity_event_buckets_sql). --#}
+     upsert's events hold (_entity_mark_event_sources) or its Delta change data feed
+     (_entity_mark_feed_sources) gives the buckets of its changed keys instead
+     (_entity_event_buckets_sql, _entity_feed_buckets_sql). --#}
 {% macro _entity_changed_buckets_sql(spec, digest) %}
     {%- set hashed = [] %}
     {%- set fed = [] %}
     {%- for dataset in spec.datasets if not dataset.get('unread') %}
-        {%- do (fed if dataset.get('events') else hashed).append(dataset) %}
+        {%- do (fed if dataset.get('events') or dataset.get('feed') else hashed).append(dataset) %}
     {%- endfor %}
     {%- if hashed %}
 select
@@ -188,7 +199,7 @@ where not (
     {%- endif %}
     {%- for dataset in fed %}
 {{ 'union all' if hashed or not loop.first }}
-{{ dbt_merge._entity_event_buckets_sql(dataset) }}
+{{ dbt_merge._entity_event_buckets_sql(dataset) if dataset.get('events') else dbt_merge._entity_feed_buckets_sql(dataset) }}
     {%- endfor %}
 {%- endmacro %}
 
@@ -326,7 +337,8 @@ where not (
     {% do dbt_merge._entity_state_restore_broadcast() %}
     {% set target = arg_dict['target_relation'] %}
     {% set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | map('lower') | list %}
-    {% if config.get('file_format') != 'iceberg' or 'src' not in columns or 'fingerprint' not in columns %}
+    {% set table_format = dbt_merge._entity_state_format() %}
+    {% if table_format is none or 'src' not in columns or 'fingerprint' not in columns %}
         {{ return(none) }}
     {% endif %}
     {% set plan = run_query('select action, snapshots, source from ' ~ dbt_merge._entity_digest_plan(relation=target)).rows[0] %}
@@ -334,8 +346,8 @@ where not (
     {% set digest = dbt_merge._entity_side_relation(target, 'digest') %}
     {% set property = dbt_merge._sql_string(dbt_merge._entity_digest_snapshots_property()) ~ ' = ' ~ dbt_merge._sql_string(snapshots) %}
     {% if action == 'next' %}
-        {#-- reads the stored digest, which the statement replaces (Iceberg plans the
-             read on its current snapshot) --#}
+        {#-- reads the stored digest, which the statement replaces (Iceberg and Delta
+             plan the read on its current snapshot) --#}
         {% set source = plan[2] %}
     {% elif action == 'rebuild' %}
         {% set source = dbt_merge._entity_state_digest_sql(target) %}
@@ -349,9 +361,9 @@ where not (
     {% endif %}
     {#-- the batch committed, the digest not yet: the next run compares every record --#}
     {% do dbt_merge._failpoint('entity_merge.before_digest') %}
-    {% set snapshot = dbt_merge._table_version(target, 'iceberg') %}
+    {% set snapshot = dbt_merge._table_version(target, table_format) %}
     {% do dbt_merge._execute(
-        'create or replace table ' ~ digest ~ ' using iceberg tblproperties (' ~ property ~ ') as\n'
+        'create or replace table ' ~ digest ~ ' using ' ~ table_format ~ ' tblproperties (' ~ property ~ ') as\n'
         ~ 'select dataset_offset, bucket, records, digest, '
         ~ dbt_merge._entity_digest_buckets() ~ ' as buckets, '
         ~ dbt_merge._sql_string(snapshot) ~ ' as edges_snapshot\nfrom (' ~ source ~ ')'

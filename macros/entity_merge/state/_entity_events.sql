@@ -15,13 +15,13 @@
     only costs its bucket a comparison.
 --#}
 
-{#-- Marks each dataset of spec whose change since the snapshot the stored digest
+{#-- Marks each Iceberg dataset of spec whose change since the snapshot the stored digest
      describes (stored, as _entity_digest_snapshots gives it) up to the snapshot this
      run reads (snapshots) its upsert model's events hold (_entity_event_versions):
      sets dataset.events to {relation, model, versions}. Returns their names. --#}
 {% macro _entity_mark_event_sources(spec, snapshots, stored) %}
     {% set fed = [] %}
-    {% for dataset in spec.datasets if not dataset.get('unread') and dataset.get('table') is not none %}
+    {% for dataset in spec.datasets if not dataset.get('unread') and dataset.get('table_format') == 'iceberg' %}
         {% set since = stored.get(dataset.offset | string) %}
         {% set upto = snapshots.get(dataset.offset | string) %}
         {% set versions = dbt_merge._entity_event_versions(spec, dataset, since, upto) if since is not none and upto is not none else none %}

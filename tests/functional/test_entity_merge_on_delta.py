@@ -1,0 +1,254 @@
+"""A merge that follows the change on Delta Lake tables (issue #55): the edges keep their
+digest in a Delta table, each Delta dataset is read at the version its run pins, a
+dataset whose version has not moved is not read, and a dataset with Delta's change data
+feed on (`delta.enableChangeDataFeed`) gives its changed records from the feed
+(`table_changes` between the version the digest describes and the one read) instead of
+a hash of every record. Where the feed cannot say (it is off, or a version in between
+switched it), the dataset is hashed and the log says why.
+
+The closure in SQL alone (`materialized='entity_components'`) runs on Delta too, and
+equals the Python closure.
+
+Three datasets are Delta tables that another job changes between the runs (SQL in the
+runner: INSERT, UPDATE, DELETE, MERGE, property changes); after every run the
+change-following merged model equals a from-scratch build of the same inputs, and so do
+the state tables. A run that dies after the edges' commit, before their digest's
+(entity_merge.before_digest), leaves the digest stale: the next run compares every
+record and ends where a run that never failed ends.
+
+The dbt calls run in a process of their own on a `table_format: delta` profile
+(tests/functional/delta_runner.py): one JVM start for the module.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import process_env
+from tests.functional.entity_merge_fixtures import NEVER, merge_vars
+from tests.functional.test_entity_merge_following import declaration, follow_models
+from tests.project.installing import SHORT_JVM, write_installing_project
+
+pytestmark = pytest.mark.delta
+
+NAME = "merge_on_delta"
+RUNNER = Path(__file__).with_name("delta_runner.py")
+TIMEOUT = 900  # seconds for the whole module's dbt calls
+FEED = {"delta.enableChangeDataFeed": "true"}
+# the datasets: a and b with the change data feed, c without
+RAW = {
+    "raw_a": (
+        FEED,
+        "select * from values ('a1', 'e1', 1, false), ('a2', 'e2', 2, false),"
+        " ('a3', 'e3', 3, false) as t(_id, email, score, gone)",
+    ),
+    "raw_b": (
+        FEED,
+        "select _id, email, f2, tags from values"
+        " ('b1', cast(null as string), 'x', array('t1')), ('b2', 'e3', 'y', array('t2'))"
+        " as t(_id, email, f2, tags)",
+    ),
+    "raw_c": (
+        {},
+        "select * from values ('c1', 'X', 3, false), ('c2', 'Y', 4, true), ('c3', 'Z', 5, false)"
+        " as t(_id, f3, score, gone)",
+    ),
+}
+# the closure in SQL (materialized='entity_components') over the from-scratch edges, and
+# the merged model built from it: the first run only
+SQL_CLOSURE = {
+    "s_components.sql": "{{ config(materialized='entity_components') }}\n"
+    "select * from {{ ref('r_edges') }}",
+    "s_cd.sql": "{{ config(materialized='table') }}\n"
+    "{{ dbt_merge.merge_entities('m_cd', ref('s_components')) }}",
+}
+# the runs after the first: another job writes the datasets
+KEEP_RAW = ["--exclude", *RAW, *(name.split(".")[0] for name in SQL_CLOSURE)]
+MERGED = "`_id`, `$ids`, `$deleted`, `$replaced`, entity"
+EDGES = "src, dst, fingerprint, `_batch`"
+COMPONENTS = "node, component"
+READ = {"f_cd": MERGED, "r_cd": MERGED, "f_edges": EDGES, "r_edges": EDGES}
+SAID = "dbt_merge: "  # the log lines of the package
+# the runs (after deps): the first build, a delivery read from the feeds, a delivery
+# around a switch of raw_b's feed in a run that dies before the edges' digest, the run
+# after it
+FIRST, FED, DIED, AFTER_DEATH = range(4)
+
+
+def _models(folder: Path) -> None:
+    models = follow_models({"cd": ("composite", "default")})
+    for name, text in models.items():
+        if not name.startswith("raw_"):
+            (folder / name).write_text(text)
+    for name, text in SQL_CLOSURE.items():
+        (folder / name).write_text(text)
+    for name, (properties, select) in RAW.items():
+        extra = f", tblproperties={properties!r}" if properties else ""
+        config = f"{{{{ config(materialized='table'{extra}) }}}}\n"
+        (folder / f"{name}.sql").write_text(config + select)
+
+
+def _run(args: list[str] | None = None, sql: list[str] | None = None, **step) -> dict:
+    read = {**READ, **step.pop("read", {})}
+    return {
+        "args": args or ["run", *KEEP_RAW],
+        "sql": sql or [],
+        "read": list(read),
+        "columns": read,
+        "log": SAID,
+        **step,
+    }
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """What each run left (FIRST ... AFTER_DEATH): the merged and edges tables, the log."""
+    root = tmp_path_factory.mktemp("merge_on_delta")
+    project = root / NAME
+    write_installing_project(
+        project,
+        NAME,
+        root / "warehouse",
+        file_format="delta",
+        table_format="delta",
+        threads=2,
+        log_dir=str(root / "logs"),
+        server_side_parameters={
+            **SHORT_JVM,
+            "spark.master": "local[2]",
+            "spark.sql.shuffle.partitions": "2",
+        },
+    )
+    config = yaml.safe_load((project / "dbt_project.yml").read_text())
+    config["vars"] = {
+        **merge_vars(m_cd=declaration("composite", "default"))["vars"],
+        "dbt_merge_compare_all_share": NEVER,
+        "dbt_merge_rebuild_share": NEVER,
+    }
+    (project / "dbt_project.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    _models(project / "models")
+    schema = NAME
+    steps = [
+        {"args": ["deps"]},
+        _run(
+            ["run"], read={"s_cd": MERGED, "s_components": COMPONENTS, "r_components": COMPONENTS}
+        ),
+        # a new record, a MERGE that joins (b1 takes a1's email) and adds b3 (which
+        # joins a4 and c3), a hard and a flag delete, a property change the feed
+        # describes, and a change in the dataset without a feed
+        _run(
+            sql=[
+                f"insert into {schema}.raw_a values ('a4', 'e9', 4, false)",
+                f"merge into {schema}.raw_b as t using (select 'b1' as _id, 'e1' as email,"
+                " 'x' as f2, array('t1') as tags union all select 'b3', 'e9', 'z',"
+                " array('t3')) as s on t._id = s._id when matched then update set *"
+                " when not matched then insert *",
+                f"delete from {schema}.raw_a where _id = 'a3'",
+                f"update {schema}.raw_a set gone = true where _id = 'a2'",
+                f"alter table {schema}.raw_a set tblproperties ('team' = 'ingest')",
+                f"update {schema}.raw_c set score = 9 where _id = 'c3'",
+            ]
+        ),
+        # raw_b's feed off for an update that splits b1 from a1; raw_a and raw_c
+        # unchanged; the run dies after the edges' commit, before their digest's
+        _run(
+            sql=[
+                f"alter table {schema}.raw_b set tblproperties"
+                " ('delta.enableChangeDataFeed' = 'false')",
+                f"update {schema}.raw_b set email = 'e2' where _id = 'b1'",
+                f"alter table {schema}.raw_b set tblproperties"
+                " ('delta.enableChangeDataFeed' = 'true')",
+            ],
+            env={"DBT_MERGE_FAIL_AT": "entity_merge.before_digest"},
+            fails=True,
+        ),
+        _run(),
+    ]
+    spec = root / "steps.json"
+    spec.write_text(json.dumps({"project": str(project), "schema": schema, "steps": steps}))
+    done = subprocess.run(
+        [sys.executable, str(RUNNER), str(spec)],
+        cwd=project,
+        env=process_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    complete = done.returncode == 0 and len(results) == len(steps)
+    wrong = complete and [
+        r for r, s in zip(results, steps, strict=True) if r["ok"] == bool(s.get("fails"))
+    ]
+    assert complete and not wrong, f"{wrong}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return results[1:]
+
+
+def _said(result: dict) -> str:
+    return "\n".join(result["log"])
+
+
+def _live_ids(result: dict) -> set[str]:
+    return {row[0] for row in result["tables"]["r_cd"] if not row[2]}
+
+
+@pytest.mark.parametrize("step", [FIRST, FED, AFTER_DEATH])
+def test_each_run_equals_a_from_scratch_build(runs, step):
+    """The change-following merged model holds every row of the from-scratch build and
+    every other id as a deleted row; the live edges are the from-scratch edges."""
+    tables = runs[step]["tables"]
+    scratch = {row[0]: row for row in tables["r_cd"]}
+    follow = {row[0]: row for row in tables["f_cd"]}
+    assert {k: v for k, v in follow.items() if k in scratch} == scratch
+    assert all(row[2] for k, row in follow.items() if k not in scratch), follow
+    live = sorted(tuple(r[:3]) for r in tables["f_edges"] if r[1] is not None and r[3] is not None)
+    assert live == sorted(tuple(r[:3]) for r in tables["r_edges"] if r[1] is not None)
+
+
+def test_the_deliveries_joined_and_split_entities(runs):
+    """The scenario's changes did what they say (so the equality above covers them)."""
+    assert _live_ids(runs[FIRST]) == {"0|a1", "0|a2", "0|a3|1|b2", "1|b1|2|c1", "2|c3"}
+    assert _live_ids(runs[FED]) == {"0|a1|1|b1|2|c1", "0|a4|1|b3|2|c3", "1|b2"}
+    assert _live_ids(runs[AFTER_DEATH]) == {"0|a1", "1|b1|2|c1", "0|a4|1|b3|2|c3", "1|b2"}
+
+
+def test_datasets_with_a_feed_are_read_from_it_and_the_others_hashed(runs):
+    said = _said(runs[FED])
+    assert "changed records found from the change data feed of: raw_a, raw_b" in said, said
+    assert (
+        "every record of raw_c is hashed, not read from its change data feed:"
+        " delta.enableChangeDataFeed is not true"
+    ) in said, said
+
+
+def test_a_feed_switched_off_in_between_is_not_read_and_unmoved_datasets_not_at_all(runs):
+    said = _said(runs[DIED])
+    assert "not read, at the snapshot the last run read: raw_a, raw_c" in said, said
+    assert "every record of raw_b is hashed, not read from its change data feed: version" in said
+    assert "changed delta.enableChangeDataFeed" in said, said
+
+
+def test_a_run_after_one_that_died_before_the_digest_compares_every_record(runs):
+    """The run that died had committed the edges (b1's change), not their digest nor
+    the merged model; the digest then describes an older version of the edges, so the
+    next run reads no feed and compares every record, and ends where the from-scratch
+    build is (test_each_run_equals_a_from_scratch_build)."""
+    died, before = runs[DIED], runs[FED]
+    assert "injected failure at entity_merge.before_digest" in died["error"] + _said(died)
+    assert died["tables"]["f_edges"] != before["tables"]["f_edges"], "the edges committed"
+    assert died["tables"]["f_cd"] == before["tables"]["f_cd"], "the merged model did not run"
+    said = _said(runs[AFTER_DEATH])
+    assert "change data feed" not in said and "not read, at the snapshot" not in said, said
+
+
+def test_the_sql_closure_on_delta_equals_the_python_closure(runs):
+    """The closure in SQL alone (for targets without Python models) on Delta tables: its
+    components and the merged model built from them equal the Python model's."""
+    tables = runs[FIRST]["tables"]
+    assert tables["s_components"] == tables["r_components"] and tables["s_components"]
+    assert tables["s_cd"] == tables["r_cd"]
