@@ -15,7 +15,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 # the test suite sets it itself, for the tests that build the demo
 run docs: export DBT_MERGE_DEMO := 1
 
-.PHONY: run test test-long install class-archive install-bench check-java docs docs-site bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing bench-seed bench-changelog bench-state-log cluster-up cluster-down thrift-up thrift-down databricks-parse lint clean
+.PHONY: run test test-long install class-archive install-bench check-java docs docs-site bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing bench-seed bench-changelog bench-change-feed bench-state-log cluster-up cluster-down thrift-up thrift-down databricks-parse lint clean
 
 ## run: install if needed, then the demo `dbt build` (seeds, models, tests) on embedded Spark
 run: install check-java
@@ -76,6 +76,10 @@ bench-seed: install check-java
 ## bench-changelog: an Iceberg table's changes between two snapshots (its changelog, its incremental read, an upsert's events) against the digest's pass over every record
 bench-changelog: install check-java
 	$(BIN)/python bench/changelog_bench.py $(BENCH_ARGS)
+
+## bench-change-feed: a Delta table's change data feed between two versions (the buckets of its changed ids) against the digest's pass over every record
+bench-change-feed: install check-java
+	$(BIN)/python bench/change_feed_bench.py $(BENCH_ARGS)
 
 ## bench-state-log: the state of a change-following merge appended (a log its readers fold) against today's MERGE, on the tables `make bench-entity-merge BENCH_ARGS="--incremental ..."` left
 bench-state-log: install check-java
