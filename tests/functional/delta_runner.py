@@ -104,5 +104,32 @@ def read(schema: str, names: list[str], columns: str | dict[str, str]) -> dict:
     return {"tables": tables, "files": files, "properties": properties}
 
 
+def run_steps(project: Path, schema: str, steps: list[dict], timeout: int) -> list[dict]:
+    """For a test: runs steps on project (its dbt project folder) in a process of this
+    script and returns what each step printed, in order. Fails the test, with the
+    process's output, unless every step ran and failed exactly where it says so."""
+    import subprocess
+
+    from tests.conftest import process_env
+
+    spec = project.parent / "steps.json"
+    spec.write_text(json.dumps({"project": str(project), "schema": schema, "steps": steps}))
+    done = subprocess.run(
+        [sys.executable, __file__, str(spec)],
+        cwd=project,
+        env=process_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    complete = done.returncode == 0 and len(results) == len(steps)
+    wrong = complete and [
+        r for r, s in zip(results, steps, strict=True) if r["ok"] == bool(s.get("fails"))
+    ]
+    assert complete and not wrong, f"{wrong}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return results
+
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1]))

@@ -22,15 +22,12 @@ The dbt calls run in a process of their own on a `table_format: delta` profile
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import process_env
+from tests.functional import delta_runner
 from tests.functional.entity_merge_fixtures import NEVER, merge_vars
 from tests.functional.test_entity_merge_following import declaration, follow_models
 from tests.project.installing import SHORT_JVM, write_installing_project
@@ -38,7 +35,6 @@ from tests.project.installing import SHORT_JVM, write_installing_project
 pytestmark = pytest.mark.delta
 
 NAME = "merge_on_delta"
-RUNNER = Path(__file__).with_name("delta_runner.py")
 TIMEOUT = 900  # seconds for the whole module's dbt calls
 FEED = {"delta.enableChangeDataFeed": "true"}
 # the datasets: a and b with the change data feed, c without
@@ -170,23 +166,7 @@ def runs(tmp_path_factory):
         ),
         _run(),
     ]
-    spec = root / "steps.json"
-    spec.write_text(json.dumps({"project": str(project), "schema": schema, "steps": steps}))
-    done = subprocess.run(
-        [sys.executable, str(RUNNER), str(spec)],
-        cwd=project,
-        env=process_env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    complete = done.returncode == 0 and len(results) == len(steps)
-    wrong = complete and [
-        r for r, s in zip(results, steps, strict=True) if r["ok"] == bool(s.get("fails"))
-    ]
-    assert complete and not wrong, f"{wrong}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return results[1:]
+    return delta_runner.run_steps(project, schema, steps, TIMEOUT)[1:]
 
 
 def _said(result: dict) -> str:

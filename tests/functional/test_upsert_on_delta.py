@@ -13,20 +13,17 @@ The dbt calls run in a process of their own on a `table_format: delta` profile
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import process_env
+from tests.functional import delta_runner
 from tests.functional import test_auto_merge_dbt as auto_merge
 from tests.functional import test_upsert as upsert
 from tests.project.installing import SHORT_JVM, write_installing_project
 
 NAME = "delta_upserts"
-RUNNER = Path(__file__).with_name("delta_runner.py")
 TABLE_TYPES = {"cow": "copy_on_write", "mor": "merge_on_read"}
 # every upsert model of the Iceberg scenario but partial_payload, an alias of partial's
 # settings (the same SQL)
@@ -141,23 +138,7 @@ def runs(tmp_path_factory):
             }
         )
     steps += _auto_merge_steps()
-    spec = root / "steps.json"
-    spec.write_text(json.dumps({"project": str(project), "schema": NAME, "steps": steps}))
-    done = subprocess.run(
-        [sys.executable, str(RUNNER), str(spec)],
-        cwd=project,
-        env=process_env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    complete = done.returncode == 0 and len(results) == len(steps)
-    wrong = complete and [
-        r for r, s in zip(results, steps, strict=True) if r["ok"] == bool(s.get("fails"))
-    ]
-    assert complete and not wrong, f"{wrong}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return results[1:]
+    return delta_runner.run_steps(project, NAME, steps, TIMEOUT)[1:]
 
 
 def _auto_merge_steps() -> list[dict]:
