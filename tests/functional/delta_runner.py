@@ -104,6 +104,30 @@ def read(schema: str, names: list[str], columns: str | dict[str, str]) -> dict:
     return {"tables": tables, "files": files, "properties": properties}
 
 
+def write_project(root: Path, name: str) -> Path:
+    """For a test: the dbt project root/name that installs dbt_merge, on a profile with
+    ``table_format: delta`` (models in file_format delta), its warehouse and logs in
+    root, two threads on local[2]. Returns its folder."""
+    from tests.project.installing import SHORT_JVM, write_installing_project
+
+    project = root / name
+    write_installing_project(
+        project,
+        name,
+        root / "warehouse",
+        file_format="delta",
+        table_format="delta",
+        threads=2,
+        log_dir=str(root / "logs"),
+        server_side_parameters={
+            **SHORT_JVM,
+            "spark.master": "local[2]",
+            "spark.sql.shuffle.partitions": "2",
+        },
+    )
+    return project
+
+
 def run_steps(project: Path, schema: str, steps: list[dict], timeout: int) -> list[dict]:
     """For a test: runs steps on project (its dbt project folder) in a process of this
     script and returns what each step printed, in order. Fails the test, with the

@@ -30,7 +30,6 @@ import yaml
 from tests.functional import delta_runner
 from tests.functional.entity_merge_fixtures import NEVER, merge_vars
 from tests.functional.test_entity_merge_following import declaration, follow_models
-from tests.project.installing import SHORT_JVM, write_installing_project
 
 pytestmark = pytest.mark.delta
 
@@ -106,21 +105,7 @@ def _run(args: list[str] | None = None, sql: list[str] | None = None, **step) ->
 def runs(tmp_path_factory):
     """What each run left (FIRST ... AFTER_DEATH): the merged and edges tables, the log."""
     root = tmp_path_factory.mktemp("merge_on_delta")
-    project = root / NAME
-    write_installing_project(
-        project,
-        NAME,
-        root / "warehouse",
-        file_format="delta",
-        table_format="delta",
-        threads=2,
-        log_dir=str(root / "logs"),
-        server_side_parameters={
-            **SHORT_JVM,
-            "spark.master": "local[2]",
-            "spark.sql.shuffle.partitions": "2",
-        },
-    )
+    project = delta_runner.write_project(root, NAME)
     config = yaml.safe_load((project / "dbt_project.yml").read_text())
     config["vars"] = {
         **merge_vars(m_cd=declaration("composite", "default"))["vars"],

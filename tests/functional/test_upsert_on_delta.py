@@ -21,7 +21,6 @@ import yaml
 from tests.functional import delta_runner
 from tests.functional import test_auto_merge_dbt as auto_merge
 from tests.functional import test_upsert as upsert
-from tests.project.installing import SHORT_JVM, write_installing_project
 
 NAME = "delta_upserts"
 TABLE_TYPES = {"cow": "copy_on_write", "mor": "merge_on_read"}
@@ -89,21 +88,7 @@ def runs(tmp_path_factory):
     Iceberg scenario does, runs the same MERGE statement: not repeated here), then the
     scheduled compaction of commit_time_mor: a dry run, and the compaction."""
     root = tmp_path_factory.mktemp("upserts_on_delta")
-    project = root / NAME
-    write_installing_project(
-        project,
-        NAME,
-        root / "warehouse",
-        file_format="delta",
-        table_format="delta",
-        threads=2,
-        log_dir=str(root / "logs"),
-        server_side_parameters={
-            **SHORT_JVM,
-            "spark.master": "local[2]",
-            "spark.sql.shuffle.partitions": "2",
-        },
-    )
+    project = delta_runner.write_project(root, NAME)
     config = yaml.safe_load((project / "dbt_project.yml").read_text())
     config["models"][NAME].update(
         {short: {"+table_type": kind} for short, kind in TABLE_TYPES.items()}
