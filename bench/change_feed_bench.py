@@ -25,9 +25,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
-import platform
 import sys
 from pathlib import Path
 
@@ -36,6 +33,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from bench_project import DELTA_WAREHOUSE, OUT  # noqa: E402
 from changelog_bench import digest_pass, timed  # noqa: E402
+from report import Run  # noqa: E402
 
 SCHEMA = "bench_change_feed"
 MODES = {"copy-on-write": "false", "deletion vectors": "true"}
@@ -119,7 +117,7 @@ def main() -> None:
     parser.add_argument("--share", type=float, default=0.001)
     parser.add_argument("--json", type=Path, default=OUT / "change_feed.json")
     args = parser.parse_args()
-    OUT.mkdir(parents=True, exist_ok=True)
+    run = Run()  # the machine and the loop's seconds, before (and after: run.write)
     spark = delta_session()
     spark.sql(f"create database if not exists {SCHEMA}")
     results = []
@@ -146,15 +144,7 @@ def main() -> None:
         )
         results.append(row)
         sys.stdout.flush()
-    report = {
-        "benchmark": "change_feed",
-        "date": dt.date.today().isoformat(),
-        "machine": f"{platform.machine()}, {platform.system()}, local[2]",
-        "command": "bench/change_feed_bench.py " + " ".join(sys.argv[1:]),
-        "results": results,
-    }
-    args.json.write_text(json.dumps(report, indent=2))
-    print(f"wrote {args.json}")
+    run.write(args.json, results)
 
 
 if __name__ == "__main__":
