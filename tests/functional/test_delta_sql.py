@@ -624,6 +624,7 @@ NOT_ON_DATABRICKS = {
     "_entity_event_versions": f"{DIGEST}; reads an upsert's Iceberg history and properties",
     "_entity_event_buckets_sql": DIGEST,
     "_entity_feed_refusal": f"{DIGEST}; reads a Delta dataset's properties and history",
+    "_table_properties": f"show tblproperties, for {DIGEST}",
     "_entity_feed_buckets_sql": f"{DIGEST}; reads a Delta dataset's change data feed",
     "finish_incremental_entity_state": f"{DIGEST}; a step of the spark_session flow",
     "_entity_rebuild_share": f"{DIGEST}; the edges rebuild by their digest",

@@ -64,10 +64,7 @@
     {% if first > last %}
         {{ return('its version ' ~ upto ~ ' is older than the one the last run read (' ~ since ~ '): the table was replaced') }}
     {% endif %}
-    {% set properties = {} %}
-    {% for row in run_query('show tblproperties ' ~ table).rows %}
-        {% do properties.update({row[0] | string: row[1] | string}) %}
-    {% endfor %}
+    {% set properties = dbt_merge._table_properties(table) %}
     {% if properties.get('delta.enableChangeDataFeed', '') | lower != 'true' %}
         {{ return('delta.enableChangeDataFeed is not true') }}
     {% endif %}

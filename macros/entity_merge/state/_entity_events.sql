@@ -60,10 +60,7 @@
     {% if adapter.get_relation(database=events.database, schema=events.schema, identifier=events.identifier) is none %}
         {{ return(none) }}
     {% endif %}
-    {% set properties = {} %}
-    {% for row in run_query('show tblproperties ' ~ events).rows %}
-        {% do properties.update({row[0]: row[1] | string}) %}
-    {% endfor %}
+    {% set properties = dbt_merge._table_properties(events) %}
     {% set history = run_query('select cast(snapshot_id as string) from ' ~ table ~ '.history where is_current_ancestor order by made_current_at').columns[0].values() | list %}
     {% set recorded = properties.get('dbt_merge.provenance_version') %}
     {% if since not in history or upto not in history or recorded not in history %}
