@@ -58,7 +58,7 @@
              columns: their state does not see a hard delete, which a comparison of
              every entity would (the result would depend on the share) --#}
         {% set columns_follow = spec.datasets | selectattr('change_sql') | list | length > 0 %}
-        {% if not columns_follow and found[2] > dbt_merge._entity_compare_all_share() * dbt_merge._entity_live_rows(components) %}
+        {% if not columns_follow and found[2] > dbt_merge._entity_compare_all_share() * dbt_merge._entity_live_rows(components, scope.format) %}
             {% do log('dbt_merge: ' ~ model.name ~ ': ' ~ found[2] ~ ' nodes written since the last run, over '
                 ~ dbt_merge._entity_compare_all_share() ~ ' of the components: every entity is compared', info=false) %}
             {% set scope = none %}
@@ -67,6 +67,11 @@
     {% if scope %}
         {#-- one components run since: its rows give the component each node had --#}
         {% do scope.update({'one_run': found[1] == 1}) %}
+        {% if not scope.one_run %}
+            {% do log('dbt_merge: ' ~ model.name ~ ': reads the ids the changed components held from ' ~ components
+                ~ ' as of ' ~ scope.version ~ (' (' ~ found[1] ~ ' components runs since its last run)' if scope.previous else ''),
+                info=false) %}
+        {% endif %}
         {#-- the nodes of the changed components, staged once (_entity_stage): the
              check below, the entities and the rows to emit read them --#}
         {% do scope.update({'affected': dbt_merge._entity_stage(
@@ -271,10 +276,14 @@ from numbered
 {% endmacro %}
 
 
-{#-- The live rows of the Iceberg table relation, from its current snapshot's summary
-     (metadata, no scan): its records less its position and equality deletes; 0 for a
-     table without a snapshot. --#}
-{% macro _entity_live_rows(relation) %}
+{#-- The live rows of the table relation: of an Iceberg table from its current
+     snapshot's summary (metadata, no scan): its records less its position and equality
+     deletes; 0 for a table without a snapshot. Of a Delta table its count, which Delta
+     answers from the statistics of its log where it keeps them. --#}
+{% macro _entity_live_rows(relation, file_format) %}
+    {% if file_format == 'delta' %}
+        {{ return(run_query('select count(*) from ' ~ relation).rows[0][0]) }}
+    {% endif %}
     {% set snapshot = dbt_merge._table_version(relation, 'iceberg') %}
     {% if snapshot is none %}
         {{ return(0) }}

@@ -1,8 +1,10 @@
 """Every SQL statement of the dbt_merge package, rendered for file_format delta, parses in
 sqlglot's Databricks dialect.
 
-Delta tables cannot be written here (no Delta jar, no workspace), so this is the check
-that what dbt-databricks would run is Databricks SQL. A project that installs the
+Delta tables cannot be written in this session (the test run's, with Iceberg's catalog;
+Delta runs in processes of their own: test_*_on_delta.py) nor on Databricks here, so
+this is the check that what dbt-databricks would run is Databricks SQL (a stage that a
+run creates `using delta` is created as Iceberg here: stages_as_iceberg). A project that installs the
 package builds its datasets on the local adapter (Iceberg), then one `dbt compile` with
 file_format delta renders every macro that returns SQL (entity merge, provenance,
 generic tests, the Databricks upsert path, the format-independent auto-merge SQL) in
@@ -34,6 +36,7 @@ import sqlglot
 from dbt.tests.util import run_dbt
 from sqlglot import exp
 
+from dbt.adapters.spark_session.session import SessionCursor
 from tests.functional import test_upsert_delta_sql
 from tests.functional.entity_merge_fixtures import InstallsDbtMerge, Recorder, merge_vars
 
@@ -354,7 +357,7 @@ EXECUTED = {
     ),
     "_entity_stage": (
         r"create table \S+people_follow_edges__dbt_merge_"
-        r"(changed as .*count_if\(is_record\)|batch as .*true as `\$drop`)"
+        r"(changed using delta as .*count_if\(is_record\)|batch using delta as .*true as `\$drop`)"
     ),
     "_expression_type": r"describe query select",
     "_query_columns": r"describe query\s+select \* from \S+order_batch",
@@ -541,9 +544,13 @@ UPSERT_COMPACTION = (
     "spark_session flow (an error on dbt-databricks), execute_upsert_compaction refuses "
     "a Delta table on other adapters; on Delta it is _compact_upsert_delta_table"
 )
-# the merged model of a change-following merge: Iceberg only (on Delta it compares
-# every entity, as _entity_change_scope returns none)
-CHANGE_SCOPE = "only with _entity_change_scope, which needs the components' Iceberg history"
+# the change-following path of a merged model: its scope is found in the components'
+# history, which on Delta is `describe history` of Delta tables; this compile's tables are
+# Iceberg (no Delta jar in this session), so _entity_change_scope returns none here
+CHANGE_SCOPE = (
+    "only with _entity_change_scope's scope: from a Delta table's history, run on Delta "
+    "tables in test_entity_merge_on_delta.py (this compile's components are Iceberg)"
+)
 DIGEST = (
     "reached with a stored edges digest only, which finish_incremental_entity_state, a step "
     "of the spark_session flow, writes (entity_state runs on the spark_session adapter "
@@ -595,12 +602,15 @@ NOT_ON_DATABRICKS = {
     "_upsert_compaction_sizes": UPSERT_COMPACTION,
     "_upsert_compaction_outcome": UPSERT_COMPACTION,
     "_upsert_provenance_skip_compaction": UPSERT_COMPACTION,
-    "_entity_change_scope": "reads the components' Iceberg history: on Delta the merged "
-    "model compares every entity (its first statement returns none before any query)",
-    "_entity_old_ids_ctes": f"time travel to the components' Iceberg snapshot; {CHANGE_SCOPE}",
-    "_entity_old_ids_sql": f"time travel to the components' Iceberg snapshot; {CHANGE_SCOPE}",
+    "_entity_change_scope": "reads the components' history: here (Iceberg components "
+    "under a delta config) it returns none after their provider; on Delta tables it runs "
+    "in test_entity_merge_on_delta.py",
+    "_entity_delta_built_from": f"describe history of the merged model and its components; "
+    f"{CHANGE_SCOPE}",
+    "_entity_old_ids_ctes": f"time travel to the components' version; {CHANGE_SCOPE}",
+    "_entity_old_ids_sql": f"time travel to the components' version; {CHANGE_SCOPE}",
     "_entity_affected_cte": CHANGE_SCOPE,
-    "_entity_affected_sql": f"time travel to the components' Iceberg snapshot; {CHANGE_SCOPE}",
+    "_entity_affected_sql": f"time travel to the components' version; {CHANGE_SCOPE}",
     "_entity_state_read_setting": STATE_BRANCH,
     "_entity_state_mark_read": STATE_BRANCH,
     "_entity_state_read_base": STATE_BRANCH,
@@ -618,7 +628,7 @@ NOT_ON_DATABRICKS = {
     "_entity_next_digest_sql": DIGEST,
     "_entity_no_record_sql": DIGEST,
     "_entity_carried_records_sql": DIGEST,
-    "_entity_live_rows": f"reads an Iceberg table's snapshot summary; {CHANGE_SCOPE}",
+    "_entity_live_rows": f"a Delta table's count (an Iceberg table's summary); {CHANGE_SCOPE}",
     "_entity_digest_snapshots": f"{DIGEST}; show tblproperties of the digest",
     "_entity_mark_event_sources": f"{DIGEST}; marks datasets in a dict, returns their names",
     "_entity_event_versions": f"{DIGEST}; reads an upsert's Iceberg history and properties",
@@ -786,6 +796,21 @@ def check_executed(queries: list[str], name: str) -> None:
         assert any("and not source.`$stored`" in flat(q) for q in found), found
 
 
+# a staged table of a change-following run, as _entity_stage creates it on Delta
+STAGE_USING_DELTA = re.compile(r"(create table \S+__dbt_merge_\w+) using delta as\b")
+
+
+def stages_as_iceberg(execute):
+    """SessionCursor.execute for this session, which has no Delta: a stage that the
+    compile creates `using delta` (recorded and parsed as rendered) is created as an
+    Iceberg table, so that the statements after it run."""
+
+    def patched(cursor, sql, bindings=None):
+        return execute(cursor, STAGE_USING_DELTA.sub(r"\1 using iceberg as", sql), bindings)
+
+    return patched
+
+
 class TestDeltaSql(InstallsDbtMerge):
     @pytest.fixture(scope="class")
     def models(self):
@@ -810,7 +835,11 @@ class TestDeltaSql(InstallsDbtMerge):
     @pytest.fixture(scope="class")
     def compiled(self, built):
         recorder = Recorder()
-        results = run_dbt(["compile", "--write-json", "--vars", DELTA_VARS], callbacks=[recorder])
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(SessionCursor, "execute", stages_as_iceberg(SessionCursor.execute))
+            results = run_dbt(
+                ["compile", "--write-json", "--vars", DELTA_VARS], callbacks=[recorder]
+            )
         manifest = json.loads((Path(built.project_root) / "target" / "manifest.json").read_text())
         nodes = {node_key(r.node): r.node for r in results}
         return nodes, recorder.queries, manifest

@@ -12,9 +12,13 @@ equals the Python closure.
 Three datasets are Delta tables that another job changes between the runs (SQL in the
 runner: INSERT, UPDATE, DELETE, MERGE, property changes); after every run the
 change-following merged model equals a from-scratch build of the same inputs, and so do
-the state tables. A run that dies after the edges' commit, before their digest's
-(entity_merge.before_digest), leaves the digest stale: the next run compares every
-record and ends where a run that never failed ends.
+the state tables; the merged model reads only the entities of the components written
+since its last run (their version then found in Delta's history). A run that dies after
+the edges' commit, before their digest's (entity_merge.before_digest), leaves the digest
+stale: the next run compares every record and ends where a run that never failed ends;
+one that dies before the merged model leaves it as it was, and the next run's merged
+model follows both components runs since (time travel to the components' version).
+A joining email holds a line break (the staged tables of a run keep it).
 
 The dbt calls run in a process of their own on a `table_format: delta` profile
 (tests/functional/delta_runner.py): one JVM start for the module.
@@ -72,8 +76,8 @@ READ = {"f_cd": MERGED, "r_cd": MERGED, "f_edges": EDGES, "r_edges": EDGES}
 SAID = "dbt_merge: "  # the log lines of the package
 # the runs (after deps): the first build, a delivery read from the feeds, a delivery
 # around a switch of raw_b's feed in a run that dies before the edges' digest, the run
-# after it
-FIRST, FED, DIED, AFTER_DEATH = range(4)
+# after it, a delivery in a run that dies before the merged model, the run after it
+FIRST, FED, DIED, AFTER_DEATH, DIED_MERGED, LAST = range(6)
 
 
 def _models(folder: Path) -> None:
@@ -121,14 +125,15 @@ def runs(tmp_path_factory):
             ["run"], read={"s_cd": MERGED, "s_components": COMPONENTS, "r_components": COMPONENTS}
         ),
         # a new record, a MERGE that joins (b1 takes a1's email) and adds b3 (which
-        # joins a4 and c3), a hard and a flag delete, a property change the feed
-        # describes, and a change in the dataset without a feed
+        # joins a4 by an email holding a line break, and c3), a hard and a flag delete,
+        # a property change the feed describes, and a change in the dataset without a
+        # feed
         _run(
             sql=[
-                f"insert into {schema}.raw_a values ('a4', 'e9', 4, false)",
+                f"insert into {schema}.raw_a values ('a4', 'e\\n9', 4, false)",
                 f"merge into {schema}.raw_b as t using (select 'b1' as _id, 'e1' as email,"
-                " 'x' as f2, array('t1') as tags union all select 'b3', 'e9', 'z',"
-                " array('t3')) as s on t._id = s._id when matched then update set *"
+                " 'x' as f2, array('t1') as tags union all select 'b3', 'e\\n9', 'z',"
+                " array('t\\n3')) as s on t._id = s._id when matched then update set *"
                 " when not matched then insert *",
                 f"delete from {schema}.raw_a where _id = 'a3'",
                 f"update {schema}.raw_a set gone = true where _id = 'a2'",
@@ -150,6 +155,15 @@ def runs(tmp_path_factory):
             fails=True,
         ),
         _run(),
+        # c1 splits from b1 (lower(f3) no longer b1's f2) in a run that dies after the
+        # edges and components, before the merged model; then a5 joins a1: the merged
+        # model follows two components runs, reading the ids before them by time travel
+        _run(
+            sql=[f"update {schema}.raw_c set f3 = 'Q' where _id = 'c1'"],
+            env={"DBT_MERGE_FAIL_AT": "entity_merge.before_merged"},
+            fails=True,
+        ),
+        _run(sql=[f"insert into {schema}.raw_a values ('a5', 'e1', 5, false)"]),
     ]
     return delta_runner.run_steps(project, schema, steps, TIMEOUT)[1:]
 
@@ -162,7 +176,7 @@ def _live_ids(result: dict) -> set[str]:
     return {row[0] for row in result["tables"]["r_cd"] if not row[2]}
 
 
-@pytest.mark.parametrize("step", [FIRST, FED, AFTER_DEATH])
+@pytest.mark.parametrize("step", [FIRST, FED, AFTER_DEATH, LAST])
 def test_each_run_equals_a_from_scratch_build(runs, step):
     """The change-following merged model holds every row of the from-scratch build and
     every other id as a deleted row; the live edges are the from-scratch edges."""
@@ -175,11 +189,28 @@ def test_each_run_equals_a_from_scratch_build(runs, step):
     assert live == sorted(tuple(r[:3]) for r in tables["r_edges"] if r[1] is not None)
 
 
+def test_the_merged_model_reads_only_what_changed(runs):
+    """After the first build, the merged model follows the change: it finds the
+    components' version of its last write in Delta's history and compares only the
+    entities of the components written since (the equality above says it missed
+    nothing), in the run after the one that died too."""
+    for step in (FED, AFTER_DEATH, LAST):
+        said = _said(runs[step])
+        assert "f_cd: follows the change of" in said and "every entity is compared" not in said, (
+            said
+        )
+        # one components run since the merged model's last run gives the ids it held
+        # itself; two (the one that died before the merged model) by time travel
+        travelled = "f_cd: reads the ids the changed components held from" in said
+        assert travelled == (step == LAST), said
+
+
 def test_the_deliveries_joined_and_split_entities(runs):
     """The scenario's changes did what they say (so the equality above covers them)."""
     assert _live_ids(runs[FIRST]) == {"0|a1", "0|a2", "0|a3|1|b2", "1|b1|2|c1", "2|c3"}
     assert _live_ids(runs[FED]) == {"0|a1|1|b1|2|c1", "0|a4|1|b3|2|c3", "1|b2"}
     assert _live_ids(runs[AFTER_DEATH]) == {"0|a1", "1|b1|2|c1", "0|a4|1|b3|2|c3", "1|b2"}
+    assert _live_ids(runs[LAST]) == {"0|a1|0|a5", "1|b1", "2|c1", "0|a4|1|b3|2|c3", "1|b2"}
 
 
 def test_datasets_with_a_feed_are_read_from_it_and_the_others_hashed(runs):
@@ -209,6 +240,16 @@ def test_a_run_after_one_that_died_before_the_digest_compares_every_record(runs)
     assert died["tables"]["f_cd"] == before["tables"]["f_cd"], "the merged model did not run"
     said = _said(runs[AFTER_DEATH])
     assert "change data feed" not in said and "not read, at the snapshot" not in said, said
+
+
+def test_a_run_that_died_before_the_merged_model_left_it_untouched(runs):
+    """entity_merge.before_merged: the edges and components committed the split of c1
+    from b1, the merged model did not run; the next run's merged model (a run later)
+    holds the split and the join after it (test_each_run_equals_a_from_scratch_build)."""
+    died, before = runs[DIED_MERGED], runs[AFTER_DEATH]
+    assert "injected failure at entity_merge.before_merged" in died["error"] + _said(died)
+    assert died["tables"]["f_edges"] != before["tables"]["f_edges"], "the edges committed"
+    assert died["tables"]["f_cd"] == before["tables"]["f_cd"], "the merged model did not run"
 
 
 def test_the_sql_closure_on_delta_equals_the_python_closure(runs):

@@ -55,36 +55,50 @@
 
 {#-- Where a change-following run of the merged model (this) starts: {since, version},
      since the components' last batch when this table's rows were last written and
-     version the components' snapshot of that moment (Iceberg time travel), whose
-     components give the ids this table holds. That moment is the commit time of the
-     newest snapshot of this table's current history that wrote rows: a rollback makes
-     an older snapshot current again, and a compaction (an Iceberg 'replace') rewrites
-     the same rows; the time either was made current says nothing of the components
-     the rows came from. none, so the run compares every entity as before, when the
-     components have no batches (an edges model of an older dbt_merge, or a table
-     edges model that rewrites them all), a file format is not Iceberg, or the
-     components have no snapshot from that moment, were rolled back past it or were
-     rebuilt since. unchanged: the components have not committed since (then since is
-     none). previous: the components carry previous_component (the component before
-     the run that wrote a row). --#}
+     version the components' snapshot (Iceberg) or version (Delta) of that moment, whose
+     components give the ids this table holds (time travel). That moment is the commit
+     time of the newest commit of this table's current history that wrote rows: a
+     rollback makes an older snapshot current again, and a compaction (an Iceberg
+     'replace', a Delta OPTIMIZE or REORG) rewrites the same rows; the time either was
+     made current says nothing of the components the rows came from. none, so the run
+     compares every entity as before, when the components have no batches (an edges
+     model of an older dbt_merge, or a table edges model that rewrites them all), a
+     file format is not Iceberg or Delta, or the components have no snapshot from that
+     moment, were rolled back past it or were rebuilt since. unchanged: the components
+     have not committed since this table last did (then since is none). previous: the
+     components carry previous_component (the component before the run that wrote a
+     row). format: the tables' file format. --#}
 {% macro _entity_change_scope(spec, components) %}
     {% set columns = adapter.get_columns_in_relation(components) | map(attribute='name') | map('lower') | list %}
-    {% if '_batch' not in columns or config.get('file_format') != 'iceberg' %}
+    {% set file_format = config.get('file_format') %}
+    {% if '_batch' not in columns or file_format not in ['iceberg', 'delta'] %}
         {{ return(none) }}
     {% endif %}
-    {% set query %}
-        select cast(snapshot_id as string), is_current_ancestor
-        from {{ components }}.history
-        where made_current_at <= (
-            select max(committed_at)
-            from {{ this }}.snapshots
-            where operation != 'replace'
-                and snapshot_id in (select snapshot_id from {{ this }}.history where is_current_ancestor)
-        )
-        order by made_current_at desc
-        limit 1
-    {% endset %}
-    {% set found = run_query(query).rows %}
+    {% if file_format == 'iceberg' %}
+        {% set query %}
+            select cast(snapshot_id as string), is_current_ancestor
+            from {{ components }}.history
+            where made_current_at <= (
+                select max(committed_at)
+                from {{ this }}.snapshots
+                where operation != 'replace'
+                    and snapshot_id in (select snapshot_id from {{ this }}.history where is_current_ancestor)
+            )
+            order by made_current_at desc
+            limit 1
+        {% endset %}
+        {% set found = run_query(query).rows %}
+    {% else %}
+        {#-- a Delta merged model over components of another format (a project that
+             moved between formats): its history does not say --#}
+        {% if dbt_merge._table_provider(components) != 'delta' %}
+            {{ return(none) }}
+        {% endif %}
+        {% set found = dbt_merge._entity_delta_built_from(components) %}
+        {% if found is none %}
+            {{ return(none) }}
+        {% endif %}
+    {% endif %}
     {% if found | length == 0 or found[0][0] is none %}
         {#-- the components' snapshots of that moment expired, or their table is newer --#}
         {% do log('dbt_merge: ' ~ model.name ~ ': ' ~ components ~ ' keeps no snapshot from when this table'
@@ -98,10 +112,10 @@
         {{ return(none) }}
     {% endif %}
     {% set version = found[0][0] %}
-    {% if version == dbt_merge._table_version(components, 'iceberg') %}
+    {% if version == dbt_merge._table_version(components, file_format) %}
         {#-- the components have not committed since this table last did: nothing to
              read (metadata only, no scan) --#}
-        {{ return({'since': none, 'version': version, 'unchanged': true}) }}
+        {{ return({'since': none, 'version': version, 'unchanged': true, 'format': file_format}) }}
     {% endif %}
     {% set query %}
         select
@@ -114,10 +128,49 @@
             ~ ', which this table was built from: every entity is compared', info=true) %}
         {{ return(none) }}
     {% endif %}
+    {% do log('dbt_merge: ' ~ model.name ~ ': follows the change of ' ~ components ~ ' since batch '
+        ~ batches[0] ~ ' (its ' ~ ('snapshot ' if file_format == 'iceberg' else 'version ') ~ version ~ ')', info=false) %}
     {{ return({
         'since': batches[0] | int, 'version': version, 'unchanged': false,
-        'previous': 'previous_component' in columns,
+        'previous': 'previous_component' in columns, 'format': file_format,
     }) }}
+{% endmacro %}
+
+
+{#-- _entity_change_scope on Delta: [[version, current]], the components' version when
+     this table last wrote rows (the commit time of its newest WRITE, MERGE, UPDATE,
+     DELETE, CREATE/REPLACE TABLE AS SELECT or TRUNCATE; an OPTIMIZE, a REORG or a
+     property change rewrites or writes no rows) and whether no RESTORE of the
+     components came after it; [] when none of the components' newest 100 versions is
+     that old. none (and a log line) when that newest write of
+     this table is a RESTORE: its rows are an older version's, and what components
+     those came from is not recorded. --#}
+{% macro _entity_delta_built_from(components) %}
+    {#-- a merged model writes once a run, its components once or twice: their newest
+         100 commits reach back about 50 runs --#}
+    {% set limit = 100 %}
+    {% set writes = ['WRITE', 'MERGE', 'UPDATE', 'DELETE', 'STREAMING UPDATE', 'TRUNCATE', 'RESTORE',
+        'CREATE TABLE AS SELECT', 'REPLACE TABLE AS SELECT', 'CREATE OR REPLACE TABLE AS SELECT'] %}
+    {% set written = [] %}
+    {% for row in run_query('describe history ' ~ this ~ ' limit ' ~ limit).rows if row['operation'] in writes %}
+        {% do written.append(row) %}
+    {% endfor %}
+    {% if written | length == 0 %}
+        {{ return([]) }}
+    {% endif %}
+    {% if written[0]['operation'] == 'RESTORE' %}
+        {% do log('dbt_merge: ' ~ model.name ~ ': ' ~ this ~ ' was restored to an older version (version '
+            ~ written[0]['version'] ~ '): every entity is compared', info=true) %}
+        {{ return(none) }}
+    {% endif %}
+    {% set restored = [] %}
+    {% for row in run_query('describe history ' ~ components ~ ' limit ' ~ limit).rows %}
+        {% if row['timestamp'] <= written[0]['timestamp'] %}
+            {{ return([[row['version'] | string, restored | length == 0]]) }}
+        {% endif %}
+        {% if row['operation'] == 'RESTORE' %}{% do restored.append(row['version']) %}{% endif %}
+    {% endfor %}
+    {{ return([]) }}
 {% endmacro %}
 
 
@@ -171,10 +224,13 @@
 {% macro _entity_stage(part, select_sql) %}
     {% set relation = dbt_merge._entity_side_relation(this, part) %}
     {% do dbt_merge._execute('drop table if exists ' ~ relation) %}
-    {#-- Iceberg as the model is; otherwise the platform's default (Delta on Databricks) --#}
+    {#-- Iceberg or Delta as the model is; otherwise the platform's default (Delta on
+         Databricks; a Hive text table on Spark, where a value holding a line break would
+         break its row) --#}
+    {% set file_format = config.get('file_format') %}
     {% do dbt_merge._execute(
         'create table ' ~ relation
-        ~ (' using iceberg' if config.get('file_format') == 'iceberg' else '')
+        ~ (' using ' ~ file_format if file_format in ['iceberg', 'delta'] else '')
         ~ ' as\n' ~ select_sql
     ) %}
     {{ return(relation) }}
