@@ -232,10 +232,17 @@ def _short_driver(profiles: Path, target: str) -> None:
 class Build:
     """`dbt build --target <target>` of the repository's demo in a process of its own
     (the project a copy: its profile's driver JVM gets the test run's C1 options); it
-    passes when every one of at least `nodes` nodes does."""
+    passes when every one of at least `nodes` nodes does. `args`: more dbt arguments
+    (a selection)."""
 
     def __init__(
-        self, target: str, project: Path, run_dir: Path, env: dict[str, str], nodes: int = 51
+        self,
+        target: str,
+        project: Path,
+        run_dir: Path,
+        env: dict[str, str],
+        nodes: int = 51,
+        args: tuple[str, ...] = (),
     ) -> None:
         self.target = target
         self.run_dir = run_dir
@@ -263,6 +270,7 @@ class Build:
                     str(run_dir / "target"),
                     "--log-path",
                     str(run_dir / "logs"),
+                    *args,
                 ],
                 cwd=project,
                 env={**env, "DBT_MERGE_WAREHOUSE": str(self.warehouse)},
