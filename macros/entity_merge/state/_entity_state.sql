@@ -142,9 +142,9 @@
      DELETE, CREATE/REPLACE TABLE AS SELECT or TRUNCATE; an OPTIMIZE, a REORG or a
      property change rewrites or writes no rows) and whether no RESTORE of the
      components came after it; [] when none of the components' newest 100 versions is
-     that old. none (and a log line) when that newest write of
-     this table is a RESTORE: its rows are an older version's, and what components
-     those came from is not recorded. --#}
+     that old. none (and a log line) when that newest write of this table is a RESTORE:
+     its rows are an older version's, and what components those came from is not
+     recorded. --#}
 {% macro _entity_delta_built_from(components) %}
     {#-- a merged model writes once a run, its components once or twice: their newest
          100 commits reach back about 50 runs --#}
