@@ -76,8 +76,9 @@ READ = {"f_cd": MERGED, "r_cd": MERGED, "f_edges": EDGES, "r_edges": EDGES}
 SAID = "dbt_merge: "  # the log lines of the package
 # the runs (after deps): the first build, a delivery read from the feeds, a delivery
 # around a switch of raw_b's feed in a run that dies before the edges' digest, the run
-# after it, a delivery in a run that dies before the merged model, the run after it
-FIRST, FED, DIED, AFTER_DEATH, DIED_MERGED, LAST = range(6)
+# after it, a delivery in a run that dies before the merged model, the run after it, a
+# run after a RESTORE of the merged model to its version of the FED run
+FIRST, FED, DIED, AFTER_DEATH, DIED_MERGED, LAST, RESTORED = range(7)
 
 
 def _models(folder: Path) -> None:
@@ -164,6 +165,9 @@ def runs(tmp_path_factory):
             fails=True,
         ),
         _run(sql=[f"insert into {schema}.raw_a values ('a5', 'e1', 5, false)"]),
+        # the merged table back at its version 1 (FED's MERGE; version 0 its first
+        # build): its rows no longer say which components they came from
+        _run(sql=[f"restore table {schema}.f_cd to version as of 1"]),
     ]
     return delta_runner.run_steps(project, schema, steps, TIMEOUT)[1:]
 
@@ -176,7 +180,7 @@ def _live_ids(result: dict) -> set[str]:
     return {row[0] for row in result["tables"]["r_cd"] if not row[2]}
 
 
-@pytest.mark.parametrize("step", [FIRST, FED, AFTER_DEATH, LAST])
+@pytest.mark.parametrize("step", [FIRST, FED, AFTER_DEATH, LAST, RESTORED])
 def test_each_run_equals_a_from_scratch_build(runs, step):
     """The change-following merged model holds every row of the from-scratch build and
     every other id as a deleted row; the live edges are the from-scratch edges."""
@@ -250,6 +254,15 @@ def test_a_run_that_died_before_the_merged_model_left_it_untouched(runs):
     assert "injected failure at entity_merge.before_merged" in died["error"] + _said(died)
     assert died["tables"]["f_edges"] != before["tables"]["f_edges"], "the edges committed"
     assert died["tables"]["f_cd"] == before["tables"]["f_cd"], "the merged model did not run"
+
+
+def test_a_restored_merged_table_is_compared_with_every_entity(runs):
+    """After a RESTORE of the merged table, the commit time of its newest write says
+    nothing of the components its rows came from: the run compares every entity, says
+    so, and ends equal to a from-scratch build (test_each_run_equals_a_from_scratch_build)."""
+    said = _said(runs[RESTORED])
+    assert "f_cd: merge_on_delta.f_cd was restored to an older version (version" in said, said
+    assert "every entity is compared" in said and "f_cd: follows the change of" not in said
 
 
 def test_the_sql_closure_on_delta_equals_the_python_closure(runs):

@@ -224,14 +224,15 @@
 {% macro _entity_stage(part, select_sql) %}
     {% set relation = dbt_merge._entity_side_relation(this, part) %}
     {% do dbt_merge._execute('drop table if exists ' ~ relation) %}
-    {#-- Iceberg or Delta as the model is; otherwise the platform's default (Delta on
-         Databricks; a Hive text table on Spark, where a value holding a line break would
-         break its row) --#}
-    {% set file_format = config.get('file_format') %}
-    {% do dbt_merge._execute(
-        'create table ' ~ relation
-        ~ (' using ' ~ file_format if file_format in ['iceberg', 'delta'] else '')
-        ~ ' as\n' ~ select_sql
-    ) %}
+    {#-- Of the model's format (a run that stages is on Iceberg or Delta), but parquet
+         beside a Delta model on the embedded Spark (spark_session), where a Delta
+         table's commit makes a small stage cost 1.8-2.3 s against 0.6-0.9 s (a stage is
+         written once and read by the same run). Never Spark's default, a Hive text
+         table, which a value holding a line break breaks. --#}
+    {% set file_format = config.get('file_format') or 'parquet' %}
+    {% if file_format == 'delta' and adapter.type() == 'spark_session' %}
+        {% set file_format = 'parquet' %}
+    {% endif %}
+    {% do dbt_merge._execute('create table ' ~ relation ~ ' using ' ~ file_format ~ ' as\n' ~ select_sql) %}
     {{ return(relation) }}
 {% endmacro %}
