@@ -18,7 +18,8 @@ the edges' commit, before their digest's (entity_merge.before_digest), leaves th
 stale: the next run compares every record and ends where a run that never failed ends;
 one that dies before the merged model leaves it as it was, and the next run's merged
 model follows both components runs since (time travel to the components' version).
-A joining email holds a line break (the staged tables of a run keep it).
+After a RESTORE of the merged table the next run compares every entity. A joining email
+holds a line break (the staged tables of a run keep it).
 
 The dbt calls run in a process of their own on a `table_format: delta` profile
 (tests/functional/delta_runner.py): one JVM start for the module.
