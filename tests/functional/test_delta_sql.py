@@ -3,13 +3,14 @@ sqlglot's Databricks dialect.
 
 Delta tables cannot be written in this session (the test run's, with Iceberg's catalog;
 Delta runs in processes of their own: test_*_on_delta.py) nor on Databricks here, so
-this is the check that what dbt-databricks would run is Databricks SQL. A project that installs the
-package builds its datasets on the local adapter (Iceberg), then one `dbt compile` with
-file_format delta renders every macro that returns SQL (entity merge, provenance,
-generic tests, the Databricks upsert path, the format-independent auto-merge SQL) in
-models and data tests; each statement is parsed strictly (ErrorLevel.RAISE) with a few
-structural checks. The queries the macros run while rendering (their checks and
-introspection) are recorded from dbt's SQLQuery events and parsed the same way.
+this is the check that what dbt-databricks would run is Databricks SQL. A project that
+installs the package builds its datasets on the local adapter (Iceberg), then one `dbt
+compile` with file_format delta renders every macro that returns SQL (entity merge,
+provenance, generic tests, the Databricks upsert path, the format-independent
+auto-merge SQL) in models and data tests; each statement is parsed strictly
+(ErrorLevel.RAISE) with a few structural checks. The queries the macros run while
+rendering (their checks and introspection) are recorded from dbt's SQLQuery events and
+parsed the same way.
 
 Coverage is read from the manifest, not kept by hand: every macro of the package must
 be rendered here (RENDERED: the compiled node it shows in, and the node must reach it
