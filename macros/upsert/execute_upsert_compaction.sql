@@ -15,7 +15,10 @@
     past the thresholds is never touched. Each compaction appends a JOIN event
     (old files -> new files) to <schema>.auto_merge_provenance, the events table of the
     auto-merge family, and moves the model's own provenance (provenance=true) past the
-    compaction's snapshot, which changed no row. Iceberg only.
+    compaction's snapshot, which changed no row. A compaction that stopped between its
+    rewrite and its event is recorded by the next one, before it compacts
+    (_upsert_compaction_record_missed). Iceberg, and Delta on the spark_session
+    adapter (REORG TABLE ... APPLY (PURGE)).
 --#}
 {% macro execute_upsert_compaction(model, execute=false, delete_files=none, deleted_ratio=none) %}
     {{ return(adapter.dispatch('execute_upsert_compaction', 'dbt_merge')(model, execute, delete_files, deleted_ratio)) }}
@@ -197,6 +200,9 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
     {% if file_format == 'delta' %}
         {{ return(dbt_merge._compact_upsert_delta_table(target, thresholds, execute)) }}
     {% endif %}
+    {% if execute %}
+        {% do dbt_merge._upsert_compaction_record_missed(target, 'iceberg') %}
+    {% endif %}
     {% set pending = run_query(dbt_merge._upsert_pending_deletes_sql(target, thresholds)).rows %}
     {% set outcome = dbt_merge._upsert_compaction_outcome(target, thresholds, pending, pending | sum(attribute='delete_files')) %}
     {% if outcome.status == 'nothing_pending' %}
@@ -216,6 +222,7 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
     {% set before_snapshot = dbt_merge._table_version(target, 'iceberg') %}
     {% set before = dbt_merge._auto_merge_selected_files(target, 'true') %}
     {% set result = run_query(call_sql).rows[0] %}
+    {% set rewritten = dbt_merge._table_version(target, 'iceberg') %}
     {% set dangling = run_query('select count(*) from ' ~ target ~ '.position_deletes as deletes left anti join ' ~ target ~ '.data_files as data on deletes.file_path = data.file_path').rows[0][0] %}
     {% if dangling > 0 %}
         {% do dbt_merge._execute("call spark_catalog.system.rewrite_position_delete_files(table => " ~ dbt_merge._sql_string(target.schema ~ '.' ~ target.identifier) ~ ", options => map('rewrite-all', 'true'))") %}
@@ -223,19 +230,18 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
     {% set after = dbt_merge._auto_merge_selected_files(target, 'true') %}
     {% set parents = before | reject('in', after) | list %}
     {% set children = after | reject('in', before) | list %}
-    {% set snapshot = dbt_merge._table_version(target, 'iceberg') %}
+    {% set snapshot = dbt_merge._table_version(target, 'iceberg') if dangling > 0 else rewritten %}
+    {% do dbt_merge._failpoint('upsert.before_compaction_event') %}
 
-    {#-- 2. provenance: a JOIN event (old files -> new files); the model's own events
-         move past snapshots that only compacted --#}
+    {#-- 2. provenance: a JOIN event (old files -> new files) at the snapshot that
+         replaced the data files; the model's own events move past snapshots that only
+         compacted --#}
     {% if parents %}
-        {% set events = dbt_merge.auto_merge_provenance(target) %}
-        {% do dbt_merge._execute(dbt_merge.get_create_auto_merge_provenance_sql(events)) %}
-        {% set no_merge = {'merge_index': none, 'merge_min_key': none, 'merge_max_key': none} %}
-        {% do dbt_merge._execute(dbt_merge._auto_merge_event_sql(events, target, target.schema ~ '.' ~ target.identifier, no_merge, parents, children, result, snapshot)) %}
+        {% do dbt_merge._upsert_compaction_event(target, parents, children, result.rewritten_bytes_count, rewritten, 'iceberg') %}
     {% endif %}
     {% do dbt_merge._upsert_provenance_skip_compaction(target, before_snapshot, snapshot) %}
-    {% do log('upsert compaction of ' ~ target ~ ': rewrote ' ~ (parents | length) ~ ' data file(s) with ' ~ outcome.delete_files ~ ' delete file(s) into ' ~ (children | length) ~ ' in snapshot ' ~ snapshot, info=true) %}
-    {% do outcome.update({'status': 'compacted', 'files_before': parents | length, 'files_after': children | length, 'snapshot_id': snapshot}) %}
+    {% do log('upsert compaction of ' ~ target ~ ': rewrote ' ~ (parents | length) ~ ' data file(s) with ' ~ outcome.delete_files ~ ' delete file(s) into ' ~ (children | length) ~ ' in snapshot ' ~ rewritten, info=true) %}
+    {% do outcome.update({'status': 'compacted', 'files_before': parents | length, 'files_after': children | length, 'snapshot_id': rewritten}) %}
     {{ return(outcome) }}
 {% endmacro %}
 
@@ -273,6 +279,9 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
      event of the files it replaced and wrote, as on Iceberg. --#}
 {% macro _compact_upsert_delta_table(target, thresholds, execute) %}
     {% set table = target.schema ~ '.' ~ target.identifier %}
+    {% if execute %}
+        {% do dbt_merge._upsert_compaction_record_missed(target, 'delta') %}
+    {% endif %}
     {% set before = adapter.delta_file_deletes(table) %}
     {% set marked = before | selectattr('deleted_rows', 'gt', 0) | list %}
     {% set pending = [] %}
@@ -312,7 +321,7 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
     {% endif %}
 
     {% set before_version = dbt_merge._table_version(target, 'delta') %}
-    {% do dbt_merge._execute(reorg_sql) %}
+    {% do adapter.execute_with_commit_metadata(reorg_sql, dbt_merge._upsert_compaction_marker(target)) %}
     {% set after = adapter.delta_file_deletes(table) %}
     {% set before_paths = before | map(attribute='file_path') | list %}
     {% set after_paths = after | map(attribute='file_path') | list %}
@@ -320,16 +329,114 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
     {% set parents = replaced | map(attribute='file_path') | list %}
     {% set children = after_paths | reject('in', before_paths) | list %}
     {% set version = dbt_merge._table_version(target, 'delta') %}
+    {% do dbt_merge._failpoint('upsert.before_compaction_event') %}
     {% if parents %}
-        {% set events = dbt_merge.auto_merge_provenance(target) %}
-        {% do dbt_merge._execute(dbt_merge.get_create_auto_merge_provenance_sql(events, 'delta')) %}
-        {% set no_merge = {'merge_index': none, 'merge_min_key': none, 'merge_max_key': none} %}
-        {% do dbt_merge._execute(dbt_merge._auto_merge_event_sql(events, target, table, no_merge, parents, children, {'rewritten_bytes_count': replaced | sum(attribute='size')}, version)) %}
+        {% do dbt_merge._upsert_compaction_event(target, parents, children, replaced | sum(attribute='size'), version, 'delta') %}
     {% endif %}
     {% do dbt_merge._upsert_provenance_skip_compaction(target, before_version, version, 'delta') %}
     {% do log('upsert compaction of ' ~ target ~ ': rewrote ' ~ (parents | length) ~ ' data file(s) with ' ~ (replaced | sum(attribute='deleted_rows')) ~ ' deleted row(s) into ' ~ (children | length) ~ ' in version ' ~ version, info=true) %}
     {% do outcome.update({'status': 'compacted', 'files_before': parents | length, 'delete_files': replaced | selectattr('deleted_rows', 'gt', 0) | list | length, 'deleted_rows': replaced | sum(attribute='deleted_rows'), 'files_after': children | length, 'snapshot_id': version}) %}
     {{ return(outcome) }}
+{% endmacro %}
+
+
+{#-- Appends a compaction's JOIN event (old files -> new files, at the table version
+     that replaced them) to <schema>.auto_merge_provenance, created if need be. --#}
+{% macro _upsert_compaction_event(target, parents, children, rewritten_bytes, version, file_format) %}
+    {% set events = dbt_merge.auto_merge_provenance(target) %}
+    {% do dbt_merge._execute(dbt_merge.get_create_auto_merge_provenance_sql(events, file_format)) %}
+    {% set no_merge = {'merge_index': none, 'merge_min_key': none, 'merge_max_key': none} %}
+    {% do dbt_merge._execute(dbt_merge._auto_merge_event_sql(events, target, target.schema ~ '.' ~ target.identifier, no_merge, parents, children, {'rewritten_bytes_count': rewritten_bytes or 0}, version)) %}
+{% endmacro %}
+
+
+{#-- What a compaction's Delta commit (its REORG) carries as its userMetadata. --#}
+{% macro _upsert_compaction_marker(target) %}
+    {{- return('dbt_merge upsert compaction of ' ~ target.schema ~ '.' ~ target.identifier) -}}
+{% endmacro %}
+
+
+{#-- A compaction that died after its rewrite committed and before its JOIN event
+     (failure point upsert.before_compaction_event) left a rewrite without provenance.
+     Before it compacts, each compaction records the rewrites of the table that have no
+     event yet, each once, with its old and new files read from the table's history:
+
+     - Iceberg: every snapshot of the table's history that replaced data files (a
+       `replace` with deleted-data-files in its summary: rewrite_data_files, whether
+       this package's or another job's) and whose snapshot id no event of the table
+       names; its files from all_entries (status 2 removed, 1 added). A rewrite whose
+       removed files are all parents of an event already (an event recorded at a
+       later snapshot) is not recorded again.
+     - Delta: every REORG commit whose userMetadata is this package's compaction
+       marker (_upsert_compaction_marker) and whose version no event names; its files
+       from the commit's remove and add actions.
+
+     Then the model's provenance moves past the recorded rewrites when nothing else
+     was committed since its recorded version, as after a compaction that did not die.
+     A rewrite that history no longer holds (snapshots expired, Delta log cleaned up)
+     is not found. Returns the versions recorded. --#}
+{% macro _upsert_compaction_record_missed(target, file_format) %}
+    {% set table = target.schema ~ '.' ~ target.identifier %}
+    {% set rewrites = [] %}
+    {% if file_format == 'delta' %}
+        {% set marker = dbt_merge._upsert_compaction_marker(target) %}
+        {% for row in run_query('describe history ' ~ target).rows if row['operation'] == 'REORG' and row['userMetadata'] == marker %}
+            {% do rewrites.append({'version': row['version'] | string, 'parent': (row['version'] - 1) | string}) %}
+        {% endfor %}
+    {% else %}
+        {% set found = run_query("select cast(snapshot_id as string), cast(parent_id as string), cast(coalesce(summary['removed-files-size'], '0') as bigint) from " ~ target ~ ".snapshots where operation = 'replace' and cast(coalesce(summary['deleted-data-files'], '0') as int) > 0 order by committed_at").rows %}
+        {% for row in found %}
+            {% do rewrites.append({'version': row[0], 'parent': row[1], 'bytes': row[2]}) %}
+        {% endfor %}
+    {% endif %}
+    {% if not rewrites %}
+        {{ return([]) }}
+    {% endif %}
+    {% set events = dbt_merge.auto_merge_provenance(target) %}
+    {% set recorded = [] %}
+    {% if load_relation(events) is not none %}
+        {% for row in run_query('select distinct cast(snapshot_id as string) from ' ~ events ~ ' where table_name = ' ~ dbt_merge._sql_string(table)).rows %}
+            {% do recorded.append(row[0]) %}
+        {% endfor %}
+    {% endif %}
+    {% set missed = rewrites | rejectattr('version', 'in', recorded) | list %}
+    {% if not missed %}
+        {{ return([]) }}
+    {% endif %}
+    {% set files = {} %}
+    {% if file_format == 'delta' %}
+        {% for rewrite in missed %}
+            {% set commit = adapter.delta_commit_actions(table, rewrite.version | int) %}
+            {% do files.update({rewrite.version: {'parents': commit['removed'], 'children': commit['added']}}) %}
+            {% do rewrite.update({'bytes': commit['removed_bytes']}) %}
+        {% endfor %}
+    {% else %}
+        {% for rewrite in missed %}{% do files.update({rewrite.version: {'parents': [], 'children': []}}) %}{% endfor %}
+        {% set entries = run_query('select distinct cast(snapshot_id as string), status, data_file.file_path from ' ~ target ~ '.all_entries where data_file.content = 0 and status in (1, 2) and snapshot_id in (' ~ (missed | map(attribute='version') | join(', ')) ~ ') order by 3').rows %}
+        {% for row in entries %}
+            {% do files[row[0]]['children' if row[1] == 1 else 'parents'].append(row[2]) %}
+        {% endfor %}
+        {% if recorded %}
+            {#-- the parents of the table's events: a rewrite recorded at a later
+                 snapshot (its delete files rewritten after it) is not recorded twice --#}
+            {% set known = run_query('select distinct parent from ' ~ events ~ ' lateral view explode(parent_ids) as parent where table_name = ' ~ dbt_merge._sql_string(table)).columns[0].values() | list %}
+            {% set unknown = [] %}
+            {% for rewrite in missed if files[rewrite.version].parents | reject('in', known) | list %}
+                {% do unknown.append(rewrite) %}
+            {% endfor %}
+            {% set missed = unknown %}
+        {% endif %}
+    {% endif %}
+    {% set done = [] %}
+    {% for rewrite in missed if files[rewrite.version].parents %}
+        {% do dbt_merge._upsert_compaction_event(target, files[rewrite.version].parents, files[rewrite.version].children, rewrite.bytes, rewrite.version, file_format) %}
+        {% do log('upsert compaction of ' ~ target ~ ': the rewrite of ' ~ files[rewrite.version].parents | length ~ ' data file(s) in ' ~ ('version ' if file_format == 'delta' else 'snapshot ') ~ rewrite.version ~ ' has no JOIN event (a compaction stopped before recording it); it is recorded now', info=true) %}
+        {% do done.append(rewrite.version) %}
+    {% endfor %}
+    {% if done %}
+        {% do dbt_merge._upsert_provenance_skip_compaction(target, missed[0].parent, dbt_merge._table_version(target, file_format), file_format) %}
+    {% endif %}
+    {{ return(done) }}
 {% endmacro %}
 
 

@@ -604,6 +604,11 @@ NOT_ON_DATABRICKS = {
     "_upsert_compaction_sizes": UPSERT_COMPACTION,
     "_upsert_compaction_outcome": UPSERT_COMPACTION,
     "_upsert_provenance_skip_compaction": UPSERT_COMPACTION,
+    "_upsert_compaction_event": f"appends a compaction's event; {UPSERT_COMPACTION}",
+    "_upsert_compaction_marker": "the userMetadata of a compaction's REORG through the "
+    "spark_session adapter (adapter.execute_with_commit_metadata)",
+    "_upsert_compaction_record_missed": "reads <table>.snapshots and all_entries, or a "
+    f"Delta table's history and commits through the spark_session adapter; {UPSERT_COMPACTION}",
     "_entity_change_scope": "reads the components' history: here (Iceberg components "
     "under a delta config) it returns none after their provider; on Delta tables it runs "
     "in test_entity_merge_on_delta.py",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
@@ -957,6 +958,16 @@ def current_snapshot(spark, schema, name) -> str:
     )
 
 
+def rewrite_snapshot(spark, schema, name) -> str:
+    """The newest snapshot that replaced data files (a rewrite_data_files)."""
+    return str(
+        spark.sql(
+            f"select snapshot_id from {schema}.{name}.snapshots where operation = 'replace'"
+            " and cast(summary['deleted-data-files'] as int) > 0 order by committed_at desc"
+        ).first()[0]
+    )
+
+
 # a test project's override (dispatch) of the compaction statement: with
 # DBT_MERGE_TEST_KILL_BEFORE_COMPACTION=true the run fails after its MERGE and provenance commits
 KILL_BEFORE_COMPACTION = """
@@ -1051,7 +1062,9 @@ class TestUpsertCompaction(InstallsDbtMerge):
         assert pending_deletes(spark, schema, "scheduled") > 0, "no inline compaction"
         (event,) = compaction_events(spark, schema, "compacted")
         assert event.event_type == "JOIN" and event.parent_ids and event.child_ids
-        assert str(event.snapshot_id) == current_snapshot(spark, schema, "compacted")
+        # the event is at the snapshot that replaced the files (rewrite_data_files);
+        # a rewrite of delete files left dangling may follow it
+        assert str(event.snapshot_id) == rewrite_snapshot(spark, schema, "compacted")
         assert not set(event.child_ids) & set(event.parent_ids)
         assert compaction_events(spark, schema, "thresholded") == []
         assert recorded_version(spark, schema, "compacted") == current_snapshot(
@@ -1102,7 +1115,7 @@ class TestUpsertCompaction(InstallsDbtMerge):
         assert pending_deletes(spark, schema, "scheduled") == 0
         assert delete_files(spark, schema, "scheduled") == 0, "no delete file is left"
         (event,) = compaction_events(spark, schema, "scheduled")
-        assert str(event.snapshot_id) == current_snapshot(spark, schema, "scheduled")
+        assert str(event.snapshot_id) == rewrite_snapshot(spark, schema, "scheduled")
         assert recorded_version(spark, schema, "scheduled") == current_snapshot(
             spark, schema, "scheduled"
         )
@@ -1112,6 +1125,42 @@ class TestUpsertCompaction(InstallsDbtMerge):
         new = [r for r in events(spark, schema, "scheduled") if r not in known]
         assert [(r.event_type, r.record_key) for r in new] == [("DELETE", "4")]
         assert "without provenance" not in output
+
+    def test_a_compaction_that_died_before_its_event_is_recorded_by_the_next(self, project, spark):
+        """A scheduled compaction that dies between its rewrite's commit and its JOIN
+        event (failure point upsert.before_compaction_event): the rewrite is stored
+        (same rows, no pending delete), its event is not. The next compaction finds the
+        rewrite in the table's history, records the event a compaction that did not die
+        records (test_scheduled_compaction) and moves the model's provenance past it;
+        one more records nothing."""
+        schema = project.test_schema
+        name = "scheduled"
+        assert pending_deletes(spark, schema, name) > 0, "batch 3 deleted a row"
+        rows, files = table(spark, schema, name), data_files(spark, schema, name)
+        known = compaction_events(spark, schema, name)
+        execute = [*COMPACTION, json.dumps({"model": name, "execute": True})]
+        os.environ["DBT_MERGE_FAIL_AT"] = "upsert.before_compaction_event"
+        try:
+            _, output = run_dbt_and_capture(execute, expect_pass=False)
+        finally:
+            del os.environ["DBT_MERGE_FAIL_AT"]
+        assert "injected failure at upsert.before_compaction_event" in output
+        after = data_files(spark, schema, name)
+        assert pending_deletes(spark, schema, name) == 0 and after != files, "the rewrite"
+        assert table(spark, schema, name) == rows
+        assert compaction_events(spark, schema, name) == known, "no event yet"
+
+        _, output = run_dbt_and_capture(execute)
+        assert "it is recorded now" in output and "no data file has deleted rows" in output
+        (event,) = [e for e in compaction_events(spark, schema, name) if e not in known]
+        assert event.event_type == "JOIN" and event.merge_index is None
+        assert set(event.parent_ids) == files - after and set(event.child_ids) == after - files
+        assert event.rewritten_bytes > 0
+        assert str(event.snapshot_id) == rewrite_snapshot(spark, schema, name)
+        assert recorded_version(spark, schema, name) == current_snapshot(spark, schema, name)
+        _, output = run_dbt_and_capture(execute)
+        assert "it is recorded now" not in output
+        assert len(compaction_events(spark, schema, name)) == len(known) + 1, "recorded once"
 
     def test_compaction_keeps_the_files_apart(self, project, spark):
         """Two files with deletes become two files, not one (Hudi compacts each file

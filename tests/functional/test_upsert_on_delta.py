@@ -53,8 +53,10 @@ EVENT_COLUMNS = (
     "event_type, table_name, merge_index, min_key, max_key, parent_ids, child_ids,"
     " rewritten_bytes, snapshot_id, plan_model"
 )
-# the auto-merge steps, after deps, three batches and two compaction steps (runs[5:])
-PLANNED, DRY, MERGED, STALE, REBUILT, DIED, RECOVERED = range(5, 12)
+# a scheduled compaction of event_time_mor that dies before its event, and the next two
+COMPACTION_DIED, COMPACTION_RECORDED, COMPACTION_AGAIN = range(5, 8)
+# the auto-merge steps, after deps, three batches and five compaction steps (runs[8:])
+PLANNED, DRY, MERGED, STALE, REBUILT, DIED, RECOVERED = range(8, 15)
 
 
 def _models(folder: Path) -> None:
@@ -120,6 +122,22 @@ def runs(tmp_path_factory):
                     " rewritten_bytes, snapshot_id",
                 },
                 "log": COMPACTION,
+            }
+        )
+    point = "upsert.before_compaction_event"
+    died = {"env": {"DBT_MERGE_FAIL_AT": point}, "fails": True, "log": point}
+    for variant in (died, {}, {}):
+        steps.append(
+            {
+                "args": [*compact, "{model: event_time_mor, execute: true}"],
+                "read": ["event_time_mor", "auto_merge_provenance"],
+                "columns": {
+                    "event_time_mor": "id, ts, name, price",
+                    "auto_merge_provenance": "event_type, table_name, parent_ids, child_ids,"
+                    " rewritten_bytes, snapshot_id",
+                },
+                "log": COMPACTION,
+                **variant,
             }
         )
     steps += _auto_merge_steps()
@@ -213,6 +231,39 @@ def test_scheduled_compaction_purges_the_deletion_vectors(runs):
     assert set(parents) == marked
     assert children and set(children) <= set(files)
     assert any(f"rewrote {len(marked)} data file(s)" in m for m in compacted["log"]), compacted
+
+
+def test_a_compaction_that_died_before_its_event_is_recorded_by_the_next(runs):
+    """A scheduled compaction that dies between its REORG's commit and its JOIN event
+    (failure point upsert.before_compaction_event): the REORG is stored (no deletion
+    vector left, the same rows), its event is not. The next compaction finds the REORG
+    by its userMetadata, records the event a compaction that did not die records
+    (test_scheduled_compaction_purges_the_deletion_vectors); one more records nothing."""
+    third, died = runs[2], runs[COMPACTION_DIED]
+    recorded, again = runs[COMPACTION_RECORDED], runs[COMPACTION_AGAIN]
+    name, table = "event_time_mor", f"{NAME}.event_time_mor"
+    marked = {path for path, deleted in third["files"][name].items() if deleted}
+    assert marked, "batches 2 and 3 left deletion vectors to compact"
+    said = died["error"] + " ".join(died["log"])
+    assert "injected failure at upsert.before_compaction_event" in said, said[-1500:]
+    files = died["files"][name]
+    assert not any(files.values()) and not marked & set(files), "the REORG committed"
+    assert _rows(died, name) == _rows(third, name)
+    assert not [e for e in died["tables"]["auto_merge_provenance"] if e[1] == table]
+
+    text = " ".join(recorded["log"])
+    assert "has no JOIN event (a compaction stopped before recording it)" in text, text[-1500:]
+    assert "no data file has deleted rows past the thresholds" in text
+    assert recorded["files"][name] == files, "nothing more to compact"
+    ours = [e for e in recorded["tables"]["auto_merge_provenance"] if e[1] == table]
+    assert len(ours) == 1, ours
+    event_type, _, parents, children, rewritten, version = ours[0]
+    assert event_type == "JOIN" and rewritten > 0
+    assert set(parents) == marked and set(children) == set(files) - set(third["files"][name])
+    assert f"data file(s) in version {version} has no JOIN event" in text, "the REORG's"
+    text = " ".join(again["log"])
+    assert "has no JOIN event" not in text, text[-1500:]
+    assert again["tables"]["auto_merge_provenance"] == recorded["tables"]["auto_merge_provenance"]
 
 
 def test_inline_compaction_leaves_no_deletion_vector(runs):

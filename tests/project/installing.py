@@ -12,8 +12,15 @@ from tests.conftest import ROOT
 # The JVM of a short dbt process a test starts (a few statements on a handful of rows):
 # the C1 compiler alone and the serial collector. Measured on this 2-core machine, a
 # process's start and first statements take about a fifth less (the shared session of
-# the test run compiles with C1 alone too, tests/conftest.py).
-SHORT_JVM = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+# the test run compiles with C1 alone too, tests/conftest.py). C1 alone has a code cache
+# of 48 MB by default, which a long process of the suite (the Delta modules' runner)
+# fills: the JVM then stops compiling, and a method handle that needs new code fails
+# (`java.lang.InternalError: ... MethodHandle.linkToStatic`, seen in a Python model).
+SHORT_JVM = {
+    "spark.driver.extraJavaOptions": (
+        "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=512m"
+    )
+}
 
 
 def write_installing_project(

@@ -30,6 +30,8 @@ from dbt_merge.core.expressions import inspect_expression
 logger = AdapterLogger("SparkSession")
 
 ICEBERG_INFORMATION = "Type: MANAGED\nProvider: iceberg\n"
+# the session setting whose value a Delta commit carries as its userMetadata
+DELTA_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 @dataclass
@@ -145,6 +147,33 @@ class SparkSessionAdapter(SparkAdapter):
         (``dbt_merge.auto_merge.delta.find_merge_commit``)."""
         spark = sessions.activate(self._spark())
         return delta.find_merge_commit(spark, "spark_catalog", table, marker)
+
+    @available
+    def delta_commit_actions(self, table: str, version: int) -> dict[str, Any]:
+        """What commit ``version`` of the Delta table ``table`` (schema.name of
+        ``spark_catalog``) removed and added (``dbt_merge.auto_merge.delta.
+        commit_actions``): a compaction that died before its event is recorded from it."""
+        spark = sessions.activate(self._spark())
+        found = delta.load_table(spark, "spark_catalog", table)
+        if found is None:
+            raise DbtRuntimeError(f"{table} is not a Delta table")
+        return delta.commit_actions(spark, found, version)
+
+    @available
+    def execute_with_commit_metadata(self, sql: str, user_metadata: str) -> None:
+        """Runs ``sql`` with Delta's ``commitInfo.userMetadata`` set to ``user_metadata``,
+        so that the commit it makes carries it in ``describe history``; the session's
+        own value (or none) is back afterwards, also when the statement fails."""
+        spark = sessions.activate(self._spark())
+        saved = spark.conf.get(DELTA_USER_METADATA, None)
+        spark.conf.set(DELTA_USER_METADATA, user_metadata)
+        try:
+            self.execute(sql)
+        finally:
+            if saved is None:
+                spark.conf.unset(DELTA_USER_METADATA)
+            else:
+                spark.conf.set(DELTA_USER_METADATA, saved)
 
     @available
     def inspect_sql_expression(self, sql: str) -> dict[str, Any]:
