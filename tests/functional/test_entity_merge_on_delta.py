@@ -18,8 +18,9 @@ the edges' commit, before their digest's (entity_merge.before_digest), leaves th
 stale: the next run compares every record and ends where a run that never failed ends;
 one that dies before the merged model leaves it as it was, and the next run's merged
 model follows both components runs since (time travel to the components' version).
-After a RESTORE of the merged table the next run compares every entity. A joining email
-holds a line break (the staged tables of a run keep it).
+After a RESTORE of the merged table the next run compares every entity, and so it does
+after a RESTORE of the components, which catch up on the edges batches since. A joining
+email holds a line break (the staged tables of a run keep it).
 
 The dbt calls run in a process of their own on a `table_format: delta` profile
 (tests/functional/delta_runner.py): one JVM start for the module.
@@ -79,7 +80,7 @@ SAID = "dbt_merge: "  # the log lines of the package
 # around a switch of raw_b's feed in a run that dies before the edges' digest, the run
 # after it, a delivery in a run that dies before the merged model, the run after it, a
 # run after a RESTORE of the merged model to its version of the FED run
-FIRST, FED, DIED, AFTER_DEATH, DIED_MERGED, LAST, RESTORED = range(7)
+FIRST, FED, DIED, AFTER_DEATH, DIED_MERGED, LAST, RESTORED, COMPONENTS_RESTORED = range(8)
 
 
 def _models(folder: Path) -> None:
@@ -169,6 +170,16 @@ def runs(tmp_path_factory):
         # the merged table back at its version 1 (FED's MERGE; version 0 its first
         # build): its rows no longer say which components they came from
         _run(sql=[f"restore table {schema}.f_cd to version as of 1"]),
+        # the components back at their version 1 (FED's batch) and a6, a new record:
+        # the components catch up on every edges batch since, and the merged model,
+        # whose components were restored past the version it was built from, compares
+        # every entity
+        _run(
+            sql=[
+                f"restore table {schema}.f_components to version as of 1",
+                f"insert into {schema}.raw_a values ('a6', 'e6', 6, false)",
+            ]
+        ),
     ]
     return delta_runner.run_steps(project, schema, steps, TIMEOUT)[1:]
 
@@ -181,7 +192,7 @@ def _live_ids(result: dict) -> set[str]:
     return {row[0] for row in result["tables"]["r_cd"] if not row[2]}
 
 
-@pytest.mark.parametrize("step", [FIRST, FED, AFTER_DEATH, LAST, RESTORED])
+@pytest.mark.parametrize("step", [FIRST, FED, AFTER_DEATH, LAST, RESTORED, COMPONENTS_RESTORED])
 def test_each_run_equals_a_from_scratch_build(runs, step):
     """The change-following merged model holds every row of the from-scratch build and
     every other id as a deleted row; the live edges are the from-scratch edges."""
@@ -264,6 +275,18 @@ def test_a_restored_merged_table_is_compared_with_every_entity(runs):
     said = _said(runs[RESTORED])
     assert "f_cd: merge_on_delta.f_cd was restored to an older version (version" in said, said
     assert "every entity is compared" in said and "f_cd: follows the change of" not in said
+
+
+def test_restored_components_catch_up_and_the_merged_model_compares_every_entity(runs):
+    """A RESTORE of the components to an older version (FED's batch): the next run's
+    components read every edges batch since the restored one, and the merged model,
+    whose components were restored past the version it was built from, compares every
+    entity, says why, and ends equal to a from-scratch build
+    (test_each_run_equals_a_from_scratch_build)."""
+    said = _said(runs[COMPONENTS_RESTORED])
+    assert "f_cd: merge_on_delta.f_components was rolled back past" in said, said
+    assert "every entity is compared" in said and "f_cd: follows the change of" not in said
+    assert _live_ids(runs[COMPONENTS_RESTORED]) == _live_ids(runs[LAST]) | {"0|a6"}
 
 
 def test_the_sql_closure_on_delta_equals_the_python_closure(runs):
