@@ -57,6 +57,14 @@ INTERPRETED = {
 }
 SPARK_SETTINGS.update(INTERPRETED)
 
+# The table format of the run's session and of the test projects' profile: iceberg, or
+# delta for a run of the peer suite's upsert cases on Delta tables
+# (tests/peer/test_peer_delta.py starts it; `process_env` does not pass it on)
+TABLE_FORMAT_ENV = "DBT_MERGE_SUITE_TABLE_FORMAT"
+TABLE_FORMAT = os.environ.get(TABLE_FORMAT_ENV, "iceberg")
+if TABLE_FORMAT not in sessions.TABLE_FORMATS:
+    raise ValueError(f"{TABLE_FORMAT_ENV} is {TABLE_FORMAT!r}: expected iceberg or delta")
+
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ["DBT_MERGE_WAREHOUSE"] = str(WAREHOUSE)
@@ -127,7 +135,10 @@ def dbt_env(env: dict):
 
 def session_settings() -> sessions.SessionSettings:
     return sessions.SessionSettings(
-        warehouse=WAREHOUSE, log_dir=LOG_DIR, server_side_parameters=dict(SPARK_SETTINGS)
+        warehouse=WAREHOUSE,
+        log_dir=LOG_DIR,
+        server_side_parameters=dict(SPARK_SETTINGS),
+        table_format=TABLE_FORMAT,
     )
 
 
@@ -147,6 +158,7 @@ def dbt_profile_target():
         "warehouse": str(WAREHOUSE),
         "log_dir": str(LOG_DIR),
         "server_side_parameters": dict(SPARK_SETTINGS),
+        "table_format": TABLE_FORMAT,
     }
 
 

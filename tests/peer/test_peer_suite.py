@@ -1,7 +1,9 @@
 """dbt-tests-adapter's base classes run against the spark_session adapter.
 
 As in dbt-spark's own functional suite, models are configured with a table format
-that supports MERGE (there `delta`, here `iceberg`, the local default).
+that supports MERGE (there `delta`, here `iceberg`, the local default). The upsert
+cases run on `delta` too, in a run of their own (tests/peer/test_peer_delta.py): the
+table format is the run's (tests/conftest.py, TABLE_FORMAT).
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ from dbt.tests.adapter.python_model.test_python_model import (
     BasePythonModelTests,
 )
 
-ICEBERG = {"+file_format": "iceberg"}
-ICEBERG_MERGE = {"+file_format": "iceberg", "+incremental_strategy": "merge"}
+from tests.conftest import TABLE_FORMAT
+
+# the run's table format (iceberg, or delta in test_peer_delta.py's run)
+FORMAT = {"+file_format": TABLE_FORMAT}
+FORMAT_MERGE = {"+file_format": TABLE_FORMAT, "+incremental_strategy": "merge"}
 
 
 def _typed_dates(sql: str) -> str:
@@ -41,7 +46,7 @@ class TestPythonModel(BasePythonModelTests):
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        return {"models": ICEBERG, "seeds": ICEBERG}
+        return {"models": FORMAT, "seeds": FORMAT}
 
 
 class TestPythonIncremental(BasePythonIncrementalTests):
@@ -49,13 +54,13 @@ class TestPythonIncremental(BasePythonIncrementalTests):
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        return {"models": ICEBERG_MERGE}
+        return {"models": FORMAT_MERGE}
 
 
 class TestPythonMetaGet(BasePythonMetaGetTests):
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        return {"models": ICEBERG}
+        return {"models": FORMAT}
 
 
 class TestIncrementalUniqueKey(BaseIncrementalUniqueKey):
@@ -74,13 +79,13 @@ class TestIncrementalUniqueKey(BaseIncrementalUniqueKey):
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        return {"models": ICEBERG_MERGE, "seeds": ICEBERG}
+        return {"models": FORMAT_MERGE, "seeds": FORMAT}
 
 
 class TestMergeExcludeColumns(BaseMergeExcludeColumns):
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        return {"models": ICEBERG_MERGE}
+        return {"models": FORMAT_MERGE}
 
 
 class TestSimpleMaterializations(BaseSimpleMaterializations):
@@ -92,7 +97,7 @@ class TestSimpleMaterializationsIceberg(BaseSimpleMaterializations):
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        return {"name": "base", "models": ICEBERG, "seeds": ICEBERG}
+        return {"name": "base", "models": FORMAT, "seeds": FORMAT}
 
 
 class TestSingularTests(BaseSingularTests):
@@ -106,13 +111,13 @@ class TestEmpty(BaseEmpty):
 class TestEphemeral(BaseEphemeral):
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        return {"name": "ephemeral", "models": ICEBERG, "seeds": ICEBERG}
+        return {"name": "ephemeral", "models": FORMAT, "seeds": FORMAT}
 
 
 class TestIncremental(BaseIncremental):
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        return {"name": "incremental", "models": ICEBERG, "seeds": ICEBERG}
+        return {"name": "incremental", "models": FORMAT, "seeds": FORMAT}
 
 
 class TestGenericTests(BaseGenericTests):
