@@ -380,7 +380,8 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
     {% set rewrites = [] %}
     {% if file_format == 'delta' %}
         {% set marker = dbt_merge._upsert_compaction_marker(target) %}
-        {% for row in run_query('describe history ' ~ target).rows if row['operation'] == 'REORG' and row['userMetadata'] == marker %}
+        {#-- describe history lists the newest first: the rewrites go oldest first --#}
+        {% for row in run_query('describe history ' ~ target).rows | reverse if row['operation'] == 'REORG' and row['userMetadata'] == marker %}
             {% do rewrites.append({'version': row['version'] | string, 'parent': (row['version'] - 1) | string}) %}
         {% endfor %}
     {% else %}

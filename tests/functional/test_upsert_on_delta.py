@@ -2,9 +2,11 @@
 test_upsert.py's TestUpsertSemantics (three batches, every merge mode, partial updates,
 deletes, a Python model) with the same expected tables, as copy-on-write and as
 merge-on-read, which on Delta is deletion vectors: a MERGE marks the deleted and updated
-rows of a file in a deletion vector instead of rewriting the file. Then an auto-merge
-plan of a Delta table executed (execute_auto_merge): dry run, merges, a stale plan, and
-a run that died between a merge's commit and its event.
+rows of a file in a deletion vector instead of rewriting the file; compaction of the
+deletion vectors, inline and scheduled, and a scheduled one that died between its REORG
+and its event. Then an auto-merge plan of a Delta table executed (execute_auto_merge):
+dry run, merges, a stale plan, and a run that died between a merge's commit and its
+event.
 
 The dbt calls run in a process of their own on a `table_format: delta` profile
 (tests/functional/delta_runner.py): one JVM start for the module.
@@ -88,7 +90,8 @@ def _models(folder: Path) -> None:
 def runs(tmp_path_factory):
     """The steps' results: batch 1, batch 2, batch 3 (running a batch twice, which the
     Iceberg scenario does, runs the same MERGE statement: not repeated here), then the
-    scheduled compaction of commit_time_mor: a dry run, and the compaction."""
+    scheduled compaction of commit_time_mor: a dry run, and the compaction; then one of
+    event_time_mor that dies before its event, and two more; then the auto-merge steps."""
     root = tmp_path_factory.mktemp("upserts_on_delta")
     project = delta_runner.write_project(root, NAME)
     config = yaml.safe_load((project / "dbt_project.yml").read_text())
