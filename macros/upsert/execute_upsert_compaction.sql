@@ -341,12 +341,12 @@ having count_if(is_pending) > 0 or count_if(is_small) > 1
 
 
 {#-- Appends a compaction's JOIN event (old files -> new files, at the table version
-     that replaced them) to <schema>.auto_merge_provenance, created if need be. --#}
+     that replaced them; no merge) to <schema>.auto_merge_provenance, created if need
+     be, unless the table has one at that version: auto-merge's own recording
+     (_auto_merge_record_event). --#}
 {% macro _upsert_compaction_event(target, parents, children, rewritten_bytes, version, file_format) %}
-    {% set events = dbt_merge.auto_merge_provenance(target) %}
-    {% do dbt_merge._execute(dbt_merge.get_create_auto_merge_provenance_sql(events, file_format)) %}
     {% set no_merge = {'merge_index': none, 'merge_min_key': none, 'merge_max_key': none} %}
-    {% do dbt_merge._execute(dbt_merge._auto_merge_event_sql(events, target, target.schema ~ '.' ~ target.identifier, no_merge, parents, children, {'rewritten_bytes_count': rewritten_bytes or 0}, version)) %}
+    {% do dbt_merge._auto_merge_record_event(target, target.schema ~ '.' ~ target.identifier, no_merge, parents, children, {'rewritten_bytes_count': rewritten_bytes or 0}, version, file_format) %}
 {% endmacro %}
 
 
