@@ -4,12 +4,13 @@ Iceberg and on a Delta table.
 A project that installs dbt_merge has two identical upsert models with provenance:
 `killed` and `twin`. After a first run of both, `killed` runs the second batch alone
 twice, and each time its process group (dbt and its JVM) is killed with SIGKILL at a
-named statement: inside its MERGE (the batch first hashes 200M numbers, so the MERGE
-cannot have committed), then right as its provenance insert starts. After each kill
-the table is readable at its old or its new snapshot; the second run's MERGE commits,
-so the first left the warehouse free; and the next plain run of both models leaves
-`killed` equal to `twin`, which never failed: the same rows and the same provenance
-events.
+named statement: inside its MERGE (each read of the batch first hashes 20M numbers,
+seconds of work, and the kill comes a second after the MERGE starts: it cannot have
+committed, and the test would see it if it had), then right as its provenance insert
+starts. After each kill the table is readable at its old or its new snapshot; the
+second run's MERGE commits, so the first left the warehouse free; and the next plain
+run of both models leaves `killed` equal to `twin`, which never failed: the same rows
+and the same provenance events.
 On Delta a snapshot is a table version (a commit file of its `_delta_log`).
 """
 
@@ -43,6 +44,9 @@ cross join (
     select count(distinct hash(id) % 7) as stall from range({{ env_var('STALL_ROWS', '0') }})
 ) where stall >= 0
 """
+
+# what each read of the batch hashes in the run killed inside its MERGE
+STALL_ROWS = 20_000_000
 
 UPSERT = (
     "{{ config(materialized='incremental', incremental_strategy='upsert',"
@@ -156,7 +160,9 @@ def test_a_killed_run_loses_nothing(spark, tmp_path, fmt):
 
     # 1. inside the MERGE: its source is still hashing, so it has not committed
     before = snapshots(spark, killed, fmt)
-    project.kill_at(2, r"merge into\s+\S*killed", stall_rows=200_000_000, after=1.0)
+    # (the upsert's key check reads the batch before its MERGE, and pays the stall too:
+    # 200M numbers took 73 s there, 20M take seconds)
+    project.kill_at(2, r"merge into\s+\S*killed", stall_rows=STALL_ROWS, after=1.0)
     assert snapshots(spark, killed, fmt) == before, "killed before its commit: the old snapshot"
     assert rows(spark, killed, fmt) == rows(spark, twin, fmt), "readable, as it was"
 
