@@ -6,7 +6,8 @@
 # dbt-databricks 1.11 pins dbt-spark < 1.11 and dbt-adapters < 1.23, which the
 # project's own venv cannot hold, so it gets a venv of its own (.venv-databricks,
 # git-ignored, made once). A temporary project installs dbt_merge as a package, the
-# way a user does, and turns its demo on, with:
+# way a user does, and turns its demo on (DBT_MERGE_DEMO=1: the demo's folders exist
+# only then, dbt_project.yml), with:
 #   - `+file_format: delta` for the package's models and seeds,
 #   - a profile with a `databricks` output (placeholders: nothing connects),
 #   - the one-macro file that makes `incremental_strategy='upsert'` a custom
@@ -37,15 +38,10 @@ config-version: 2
 profile: my_project
 models:
   dbt_merge:
-    +enabled: true
     +file_format: delta
 seeds:
   dbt_merge:
-    +enabled: true
     +file_format: delta
-data_tests:
-  dbt_merge:
-    +enabled: true
 YAML
 printf 'packages:\n  - local: %s\n' "$root" >"$work/packages.yml"
 cat >"$work/macros/get_incremental_upsert_sql.sql" <<'SQL'
@@ -68,7 +64,7 @@ my_project:
 YAML
 
 "$venv/bin/dbt" --version | sed -n '/Plugins/,$p'
-(cd "$work" && "$venv/bin/dbt" deps --profiles-dir . && "$venv/bin/dbt" parse --profiles-dir .)
+(cd "$work" && "$venv/bin/dbt" deps --profiles-dir . && DBT_MERGE_DEMO=1 "$venv/bin/dbt" parse --profiles-dir .)
 
 "$venv/bin/python" - "$work/target/manifest.json" <<'PY'
 import json

@@ -11,26 +11,10 @@ from dbt.cli.main import dbtRunner
 from tests.conftest import LOG_DIR, ROOT, WAREHOUSE
 from tests.project.installing import write_installing_project
 
-DEMO_ON = """
-models:
-  dbt_merge:
-    +enabled: true
-seeds:
-  dbt_merge:
-    +enabled: true
-data_tests:
-  dbt_merge:
-    +enabled: true
-"""
 
-
-def write_project(
-    tmp_path, extra: str = "", model: str = "orders", profile: str = "shop"
-) -> list[str]:
+def write_project(tmp_path, model: str = "orders", profile: str = "shop") -> list[str]:
     """An installing project `shop` with one model; the dbt arguments to run it."""
     write_installing_project(tmp_path, "shop", WAREHOUSE, profile, log_dir=str(LOG_DIR))
-    with (tmp_path / "dbt_project.yml").open("a") as project:
-        project.write(extra)
     (tmp_path / "models" / f"{model}.sql").write_text("select 1 as order_id")
     return ["--project-dir", str(tmp_path), "--profiles-dir", str(tmp_path)]
 
@@ -52,11 +36,13 @@ def test_another_project_installs_the_package_without_its_demo(spark, tmp_path, 
     assert [tuple(r) for r in spark.sql("select order_id from shop.orders").collect()] == [(1,)]
 
 
-def test_the_installing_project_turns_the_demo_on_in_its_own_dbt_project(tmp_path):
+def test_the_installing_project_turns_the_demo_on_with_the_environment(tmp_path, monkeypatch):
     """A package's dbt_project.yml is rendered without any vars, so the switch is the
-    root project's own `+enabled` for the package's models, seeds and data tests."""
-    common = write_project(tmp_path, DEMO_ON, model="shop_orders")  # the demo has `orders`
+    environment variable DBT_MERGE_DEMO: its folders of models, seeds and data tests
+    exist only where it is 1."""
+    common = write_project(tmp_path, model="shop_orders")  # the demo has `orders`
     assert dbtRunner().invoke(["deps", *common]).success
+    monkeypatch.setenv("DBT_MERGE_DEMO", "1")
     listed = dbtRunner().invoke(["ls", "--output", "json", *common])
     assert listed.success, listed.exception
     nodes = [json.loads(line) for line in listed.result]
