@@ -8,6 +8,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from dbt_common.events import event_manager_client
+from dbt_common.events.event_manager import EventManager
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.spark_session import jars
@@ -53,6 +55,44 @@ def test_a_missing_jar_is_fetched_from_the_named_repository_once(mirror, tmp_pat
     assert served == ["/maven2/org/example/thing_2.12/1.2.3/thing_2.12-1.2.3.jar"]
     assert jars.ensure(JAR) == first
     assert len(served) == 1, "the second call is offline"
+
+
+def test_inside_dbt_a_fetch_says_so_through_the_adapter_logger(mirror, tmp_path, monkeypatch):
+    """A session that fetches a jar does it inside a dbt command: the line is a dbt event
+    (the console and logs/dbt.log show those), not a Python log record."""
+    root, url, _ = mirror
+    _publish(root, JAR, CONTENT)
+    monkeypatch.setenv(jars.REPOSITORY_ENV, url)
+    monkeypatch.setenv(jars.JARS_DIR_ENV, str(tmp_path / "jars"))
+    manager, events = EventManager(), []
+    manager.add_callback(events.append)
+    monkeypatch.setattr(event_manager_client, "_EVENT_MANAGER", manager)
+    jars.jar_paths([JAR])
+    jars.jar_paths([JAR])
+    fetched = [e for e in events if "dbt_merge: fetching" in e.info.msg]
+    assert len(fetched) == 1, "one line for the fetch, none for the jar already there"
+    assert fetched[0].info.name == "AdapterEventInfo"
+    assert fetched[0].info.msg == (
+        f"spark_session adapter: dbt_merge: fetching org.example:thing_2.12:1.2.3 from "
+        f"{url}/org/example/thing_2.12/1.2.3/thing_2.12-1.2.3.jar into {tmp_path / 'jars'} "
+        "(once)"
+    )
+
+
+def test_dbt_merge_jars_prints_the_fetch_on_stderr_and_the_paths_on_stdout(
+    mirror, tmp_path, monkeypatch, capsys
+):
+    root, url, _ = mirror
+    _publish(root, JAR, CONTENT)
+    monkeypatch.setenv(jars.REPOSITORY_ENV, url)
+    monkeypatch.setenv(jars.JARS_DIR_ENV, str(tmp_path / "jars"))
+    monkeypatch.setattr(jars, "ALL", (JAR,))
+    assert jars.main([]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"{tmp_path / 'jars' / JAR.file_name}\n"
+    assert err.startswith("dbt_merge: fetching org.example:thing_2.12:1.2.3 from ")
+    assert jars.main([]) == 0
+    assert capsys.readouterr() == (out, ""), "a jar already there is listed, not fetched"
 
 
 def test_a_jar_that_is_not_the_pinned_one_is_refused_and_not_kept(mirror, tmp_path, monkeypatch):

@@ -6,25 +6,29 @@ repository (Maven Central unless ``DBT_MERGE_MAVEN_REPOSITORY`` names a mirror),
 at the versions pinned below, each checked against its SHA-256 before it is kept.
 They are fetched once into the virtual environment (``<venv>/share/dbt_merge/jars``,
 or ``DBT_MERGE_JARS``): ``make install`` runs ``dbt-merge-jars``, and a session
-that finds a jar missing fetches it then, so runs after that are offline.
+that finds a jar missing fetches it then, so runs after that are offline. A fetch says
+so in one line: through dbt's adapter logger inside dbt (the console and
+``logs/dbt.log``), on stderr from ``dbt-merge-jars``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
 
-logger = logging.getLogger(__name__)
+# a session starts inside a dbt command: dbt's events reach its console and logs/dbt.log,
+# Python's logging does not
+logger = AdapterLogger("spark_session")
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 REPOSITORY_ENV = "DBT_MERGE_MAVEN_REPOSITORY"
@@ -95,19 +99,21 @@ def repository() -> str:
     return os.environ.get(REPOSITORY_ENV) or MAVEN_CENTRAL
 
 
-def jar_paths(jars: Iterable[Jar]) -> list[str]:
-    """Local paths of ``jars``, fetching those that are missing."""
-    return [str(ensure(jar)) for jar in jars]
+def jar_paths(jars: Iterable[Jar], say: Callable[[str], None] = logger.info) -> list[str]:
+    """Local paths of ``jars``, fetching those that are missing (``say`` tells of each
+    fetch: dbt's adapter logger unless told otherwise)."""
+    return [str(ensure(jar, say)) for jar in jars]
 
 
-def ensure(jar: Jar) -> Path:
-    """The local path of ``jar``, downloaded and checked first if it is not there yet."""
+def ensure(jar: Jar, say: Callable[[str], None] = logger.info) -> Path:
+    """The local path of ``jar``, downloaded and checked first if it is not there yet;
+    ``say`` gets the one line that tells of a fetch."""
     folder = jars_dir()
     path = folder / jar.file_name
     if path.is_file():
         return path
     url = jar.url(repository())
-    logger.info("dbt_merge: fetching %s from %s into %s (once)", jar.coordinates, url, folder)
+    say(f"dbt_merge: fetching {jar.coordinates} from {url} into {folder} (once)")
     part = folder / f".{jar.file_name}.{os.getpid()}.part"
     digest = hashlib.sha256()
     try:
@@ -149,9 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         help="also build the class-data-sharing archive sessions start from",
     )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        for path in jar_paths(ALL):
+        for path in jar_paths(ALL, say=lambda line: print(line, file=sys.stderr)):
             print(path)
     except DbtRuntimeError as exc:
         print(exc, file=sys.stderr)
