@@ -1,9 +1,10 @@
 """The README and the documentation site (mkdocs.yml, docs/) stay true.
 
 No Spark and no network: the site is built with ``mkdocs build --strict`` (a broken
-link, anchor or included file fails), every example is either included from the demo
-project, a copy of the file it names, or compiled, and every configuration reference
-table is compared with the code that validates the settings.
+link or anchor fails), every example is either rendered into its page from a file of the
+demo project (``scripts/docs_includes.py``, checked to be in sync), a copy of the file it
+names, or compiled, and every configuration reference table is compared with the code
+that validates the settings.
 """
 
 from __future__ import annotations
@@ -50,11 +51,11 @@ class Block:
 
 
 _FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
-_SNIPPET = re.compile(r'^\s*--8<--\s+"([^"]+)"\s*$')
 
 
 def code_blocks(path: Path) -> list[Block]:
-    """Every fenced block of a markdown file, dedented to its fence, snippets expanded."""
+    """Every fenced block of a markdown file, dedented to its fence (an include block's
+    fence is the file's text, as scripts/docs_includes.py rendered it)."""
     blocks, lines, i = [], path.read_text().splitlines(), 0
     while i < len(lines):
         opened = _FENCE.match(lines[i])
@@ -67,29 +68,20 @@ def code_blocks(path: Path) -> list[Block]:
             body.append(lines[i][indent:])
             i += 1
         i += 1
-        text = "\n".join(expand_snippet(line) for line in body)
-        blocks.append(Block(path, start, lang, text))
+        blocks.append(Block(path, start, lang, "\n".join(body)))
     return blocks
 
 
-def expand_snippet(line: str) -> str:
-    """A ``--8<-- "path"`` or ``--8<-- "path:section"`` line replaced by what it includes
-    (as pymdownx.snippets does, with base_path the repository's root)."""
-    match = _SNIPPET.match(line)
-    if not match:
-        return line
-    name, _, section = match.group(1).partition(":")
-    if not (ROOT / name).is_file():
-        return line  # test_every_include_resolves says so
-    text = (ROOT / name).read_text()
-    if not section:
-        return text.rstrip("\n")
-    start, end = f"--8<-- [start:{section}]", f"--8<-- [end:{section}]"
-    if start not in text or end not in text:
-        return line
-    inside = text.split(start, 1)[1].split(end, 1)[0]
-    # the marker lines themselves are comments that the include leaves out
-    return "\n".join(inside.splitlines()[1:-1])
+def _docs_includes():
+    spec = importlib.util.spec_from_file_location(
+        "docs_includes", ROOT / "scripts" / "docs_includes.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+DOCS_INCLUDES = _docs_includes()
 
 
 def reference_tables(path: Path) -> dict[str, list[dict[str, str]]]:
@@ -131,7 +123,7 @@ def name_of(row: dict[str, str]) -> str:
 
 
 def test_the_site_builds_strict(tmp_path):
-    """mkdocs build --strict: every link, anchor and snippet include resolves."""
+    """mkdocs build --strict: every link and anchor resolves."""
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
         cwd=ROOT,
@@ -197,20 +189,65 @@ _NAMES_A_FILE = re.compile(r"^(?:#|--)\s+([\w./-]+\.(?:sql|py|yml|yaml))\s*$")
 def test_the_documents_have_examples():
     langs = {b.lang for b in ALL_BLOCKS}
     assert {"sql", "python", "yaml", "sh"} <= langs
-    assert any(_SNIPPET.match(line) for p in PAGES for line in p.read_text().splitlines())
+    assert any(DOCS_INCLUDES.blocks(p.read_text()) for p in PAGES)
 
 
 def test_every_include_resolves():
-    """Each ``--8<--`` include names a file of the repository (and a section it marks)."""
+    """Each ``<!-- include: path -->`` block names a file of the repository (and a
+    section it marks) and holds that file's text, and no page keeps a snippets include
+    line (nothing expands one: the site would show it as it is)."""
     includes = [
-        (page, line)
-        for page in PAGES
-        for line in page.read_text().splitlines()
-        if _SNIPPET.match(line)
+        (page, *block) for page in PAGES for block in DOCS_INCLUDES.blocks(page.read_text())
     ]
     assert includes
-    for page, line in includes:
-        assert expand_snippet(line) != line, f"{page.name}: {line.strip()} includes nothing"
+    for page, name, body in includes:
+        assert body == DOCS_INCLUDES.render(name), (
+            f"{page.name}: the block of {name} differs from the file: "
+            "run .venv/bin/python scripts/docs_includes.py"
+        )
+    for page in DOCUMENTS:
+        assert not DOCS_INCLUDES.SNIPPET.search(page.read_text()), f"{page.name}: --8<-- line"
+
+
+def test_the_include_check_passes():
+    """``scripts/docs_includes.py --check`` (what a contributor runs) finds every page in
+    sync with its files."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "docs_includes.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+_LOCAL = "<!-- include: profiles.yml:local -->\n```yaml\n"
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        pytest.param(lambda page: page.replace(_LOCAL, _LOCAL + "    # added\n"), id="line"),
+        pytest.param(lambda page: page.replace(":local -->", ":nowhere -->"), id="section"),
+        pytest.param(lambda page: page.replace("<!-- end include -->\n", "", 1), id="end"),
+    ],
+)
+def test_a_page_out_of_sync_with_its_file_fails_the_check(tmp_path, tamper):
+    """A copy of a page with a line added to an included file's text, an include of a
+    section its file does not mark, or an include without its end line fails ``--check``,
+    which names the page."""
+    page = DOCS / "getting-started.md"
+    copy = tmp_path / page.name
+    copy.write_text(tamper(page.read_text()))
+    assert copy.read_text() != page.read_text()
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "docs_includes.py"), "--check", str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert str(copy) in result.stderr
 
 
 def named_file(block: Block) -> Path | None:
