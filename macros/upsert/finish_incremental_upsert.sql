@@ -9,6 +9,8 @@
     {%- set target = arg_dict['target_relation'] %}
     {%- if arg_dict['rebuild'] %}
         {%- do dbt_merge._store_upsert_table_settings(target, state.settings, state.cfg) %}
+    {%- else %}
+        {%- do dbt_merge._upsert_drop_changes(target, state) %}
     {%- endif %}
     {%- if state.cfg.provenance %}
         {#-- the MERGE committed, its events not: the next run records them first --#}

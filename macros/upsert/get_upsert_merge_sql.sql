@@ -25,6 +25,63 @@
 
 
 {% macro default__get_upsert_merge_sql(target, source_sql, cfg, columns, incremental_predicates) %}
+    {%- set rules = dbt_merge._upsert_merge_rules(cfg, columns, incremental_predicates) %}
+
+merge into {{ target }} as DBT_INTERNAL_DEST
+using ({{ source_sql }}) as DBT_INTERNAL_SOURCE
+on {{ rules.on }}
+{%- if rules.deletes_when %}
+when matched and {{ rules.deletes_when }} then delete
+{%- endif %}
+when matched and {{ rules.updates_when }} then update set
+    {%- for column, value in rules.set %}
+    {{ adapter.quote(column) }} = {{ value }}{{ ',' if not loop.last }}
+    {%- endfor %}
+when not matched and not {{ rules.is_delete }} then insert *
+{% endmacro %}
+
+
+{#-- The batch rows that change the stored table: of the MERGE's source, the rows that
+     insert (no stored row, not a delete), delete a stored row, or update one to values
+     that differ from what it stores. A row whose update leaves every column as it was
+     (the same row delivered again, an older late row), an older delete and a delete of
+     a key that is not stored change nothing: without them a re-run of a delivery finds
+     no row, and the MERGE, which Iceberg would commit as a new snapshot even when it
+     changes nothing, is not run (get_incremental_upsert_sql). `map_columns` are compared
+     as JSON (Spark cannot compare maps). --#}
+{% macro _upsert_changes_sql(target, source_sql, cfg, columns, incremental_predicates=none, map_columns=[]) %}
+    {%- set rules = dbt_merge._upsert_merge_rules(cfg, columns, incremental_predicates) %}
+    {%- set same = [] %}
+    {%- for column, value in rules.set %}
+        {%- set stored = 'DBT_INTERNAL_DEST.' ~ adapter.quote(column) %}
+        {%- if column | lower in map_columns | map('lower') | list %}
+            {%- do same.append('to_json(struct(' ~ value ~ ')) <=> to_json(struct(' ~ stored ~ '))') %}
+        {%- else %}
+            {%- do same.append('(' ~ value ~ ') <=> ' ~ stored) %}
+        {%- endif %}
+    {%- endfor %}
+select DBT_INTERNAL_SOURCE.*
+from ({{ source_sql }}) as DBT_INTERNAL_SOURCE
+left join {{ target }} as DBT_INTERNAL_DEST
+    on {{ rules.on }}
+where case
+    when DBT_INTERNAL_DEST.{{ adapter.quote(cfg.unique_key[0]) }} is null then not {{ rules.is_delete }}
+    {%- if rules.deletes_when %}
+    when {{ rules.deletes_when }} then true
+    {%- endif %}
+    when {{ rules.updates_when }} then not ({{ same | join(' and ') if same else 'true' }})
+    else false
+end
+{% endmacro %}
+
+
+{#-- The MERGE's rules, for the MERGE itself and for _upsert_changes_sql:
+       on        the join of a batch row with its stored row (keys, incremental_predicates);
+       is_delete the batch row is a delete;
+       deletes_when  when a matched delete removes the stored row (none without delete_column);
+       updates_when  when a matched row updates the stored one;
+       set       [column, the value the update sets] for each updated column. --#}
+{% macro _upsert_merge_rules(cfg, columns, incremental_predicates) %}
     {%- set src = 'DBT_INTERNAL_SOURCE' %}
     {%- set dest = 'DBT_INTERNAL_DEST' %}
     {%- set predicates = [] if incremental_predicates is none else [] + incremental_predicates %}
@@ -42,40 +99,31 @@
         {%- set incoming_wins = 'true' %}
     {%- endif %}
     {%- set is_delete = ('coalesce(' ~ src ~ '.' ~ adapter.quote(cfg.delete_column) ~ ', false)') if cfg.delete_column else 'false' %}
+    {%- set delete = none %}
+    {%- if cfg.delete_column %}
+        {%- set delete = is_delete ~ ' and (' ~ dbt_merge._upsert_unordered_delete_sql(cfg, src) ~ ' or ' ~ incoming_wins ~ ')' %}
+    {%- endif %}
 
-merge into {{ target }} as {{ dest }}
-using ({{ source_sql }}) as {{ src }}
-on {{ predicates | join(' and ') }}
-{%- if cfg.delete_column %}
-when matched and {{ is_delete }} and ({{ dbt_merge._upsert_unordered_delete_sql(cfg, src) }} or {{ incoming_wins }}) then delete
-{%- endif %}
-{%- if cfg.partial_update %}
-when matched and not {{ is_delete }} then update set
+    {%- set assignments = [] %}
     {%- for column in update_columns %}
-    {%- set quoted = adapter.quote(column) %}
-    {{ quoted }} = case when {{ incoming_wins }}
-        then coalesce({{ src }}.{{ quoted }}, {{ dest }}.{{ quoted }})
-        else coalesce({{ dest }}.{{ quoted }}, {{ src }}.{{ quoted }}) end{{ ',' if not loop.last }}
+        {%- set quoted = adapter.quote(column) %}
+        {%- if cfg.partial_update %}
+            {%- set value = 'case when ' ~ incoming_wins ~ ' then coalesce(' ~ src ~ '.' ~ quoted ~ ', ' ~ dest ~ '.' ~ quoted ~ ') else coalesce(' ~ dest ~ '.' ~ quoted ~ ', ' ~ src ~ '.' ~ quoted ~ ') end' %}
+        {%- elif cfg.overwrite_non_defaults %}
+            {%- set value = 'coalesce(' ~ src ~ '.' ~ quoted ~ ', ' ~ dest ~ '.' ~ quoted ~ ')' %}
+        {%- elif cfg.merge_mode == 'custom' %}
+            {%- set value = context[cfg.custom_merger](column, src, dest) %}
+        {%- else %}
+            {%- set value = src ~ '.' ~ quoted %}
+        {%- endif %}
+        {%- do assignments.append([column, value]) %}
     {%- endfor %}
-{%- elif cfg.overwrite_non_defaults %}
-when matched and not {{ is_delete }} and ({{ incoming_wins }}) then update set
-    {%- for column in update_columns %}
-    {%- set quoted = adapter.quote(column) %}
-    {{ quoted }} = coalesce({{ src }}.{{ quoted }}, {{ dest }}.{{ quoted }}){{ ',' if not loop.last }}
-    {%- endfor %}
-{%- elif cfg.merge_mode == 'custom' %}
-{%- set merger = context[cfg.custom_merger] %}
-when matched and not {{ is_delete }} then update set
-    {%- for column in update_columns %}
-    {{ adapter.quote(column) }} = {{ merger(column, src, dest) }}{{ ',' if not loop.last }}
-    {%- endfor %}
-{%- else %}
-when matched and not {{ is_delete }} and ({{ incoming_wins }}) then update set
-    {%- for column in update_columns %}
-    {{ adapter.quote(column) }} = {{ src }}.{{ adapter.quote(column) }}{{ ',' if not loop.last }}
-    {%- endfor %}
-{%- endif %}
-when not matched and not {{ is_delete }} then insert *
+    {%- if cfg.partial_update or cfg.merge_mode == 'custom' %}
+        {%- set update = 'not ' ~ is_delete %}
+    {%- else %}
+        {%- set update = 'not ' ~ is_delete ~ ' and (' ~ incoming_wins ~ ')' %}
+    {%- endif %}
+    {{ return({'on': predicates | join(' and '), 'is_delete': is_delete, 'deletes_when': delete, 'updates_when': update, 'set': assignments}) }}
 {% endmacro %}
 
 

@@ -6,7 +6,7 @@ of Delta tables hands its dbt calls to this script (``python delta_runner.py
 <steps.json>``), which runs them in one process (one JVM start) with dbt's Python API,
 on a profile with ``table_format: delta``. After each step it reads what the step names
 and prints one JSON line ``{"step": i, "ok": ..., "tables": {...}, "files": {...},
-"properties": {...}}``:
+"properties": {...}, "versions": {...}}``:
 
 * ``tables``: ``select <columns> from <schema>.<table> order by 1`` per table, as lists;
 * ``files``: per table, each data file of the Delta snapshot (its absolute path) with the
@@ -89,7 +89,7 @@ def read(schema: str, names: list[str], columns: str | dict[str, str]) -> dict:
     from dbt_merge.auto_merge import delta
 
     spark = SparkSession.builder.getOrCreate()  # the session dbt's adapter started
-    tables, files, properties = {}, {}, {}
+    tables, files, properties, versions = {}, {}, {}, {}
     for name in names:
         qualified = f"{schema}.{name}"
         selected = columns.get(name, "*") if isinstance(columns, dict) else columns
@@ -101,7 +101,8 @@ def read(schema: str, names: list[str], columns: str | dict[str, str]) -> dict:
         properties[name] = {
             r.key: r.value for r in spark.sql(f"show tblproperties {qualified}").collect()
         }
-    return {"tables": tables, "files": files, "properties": properties}
+        versions[name] = spark.sql(f"describe history {qualified} limit 1").first().version
+    return {"tables": tables, "files": files, "properties": properties, "versions": versions}
 
 
 def write_project(root: Path, name: str) -> Path:

@@ -79,8 +79,13 @@ SAID = "dbt_merge: "  # the log lines of the package
 # the runs (after deps): the first build, a delivery read from the feeds, a delivery
 # around a switch of raw_b's feed in a run that dies before the edges' digest, the run
 # after it, a delivery in a run that dies before the merged model, the run after it, a
-# run after a RESTORE of the merged model to its version of the FED run
-FIRST, FED, DIED, AFTER_DEATH, DIED_MERGED, LAST, RESTORED, COMPONENTS_RESTORED = range(8)
+# run after a RESTORE of the merged model to its version of the FED run, one after a
+# RESTORE of the components, and a run with nothing new
+FIRST, FED, DIED, AFTER_DEATH, DIED_MERGED, LAST, RESTORED, COMPONENTS_RESTORED, UNCHANGED = range(
+    9
+)
+# the change-following models: a run with nothing new commits no version of any
+FOLLOWING = ("f_edges", "f_components", "f_cd")
 
 
 def _models(folder: Path) -> None:
@@ -178,10 +183,22 @@ def runs(tmp_path_factory):
             sql=[
                 f"restore table {schema}.f_components to version as of 1",
                 f"insert into {schema}.raw_a values ('a6', 'e6', 6, false)",
-            ]
+            ],
+            read={"f_components": COMPONENTS},
         ),
+        _run(read={"f_components": COMPONENTS}),
     ]
     return delta_runner.run_steps(project, schema, steps, TIMEOUT)[1:]
+
+
+def test_a_run_with_nothing_new_commits_no_version(runs):
+    """After the last delivery, a run whose datasets did not move: the edges, the
+    components and the merged model keep their rows and their Delta version."""
+    before, unchanged = runs[COMPONENTS_RESTORED], runs[UNCHANGED]
+    assert unchanged["tables"] == before["tables"]
+    assert {name: unchanged["versions"][name] for name in FOLLOWING} == {
+        name: before["versions"][name] for name in FOLLOWING
+    }, "no new version"
 
 
 def _said(result: dict) -> str:

@@ -31,6 +31,7 @@ TABLE_TYPES = {"cow": "copy_on_write", "mor": "merge_on_read"}
 UPSERTS = [
     name.split(".")[0] for name in upsert.MODELS if name not in ("batch.sql", "partial_payload.sql")
 ]
+UPSERT_TABLES = [f"{name}_{short}" for short in TABLE_TYPES for name in UPSERTS]
 TIMEOUT = 900  # seconds for the whole module's dbt calls
 # commit_time as merge-on-read with compaction at the end of every run, and provenance
 INLINE = "commit_time_inline"
@@ -56,9 +57,9 @@ EVENT_COLUMNS = (
     " rewritten_bytes, snapshot_id, plan_model"
 )
 # a scheduled compaction of event_time_mor that dies before its event, and the next two
-COMPACTION_DIED, COMPACTION_RECORDED, COMPACTION_AGAIN = range(5, 8)
-# the auto-merge steps, after deps, three batches and five compaction steps (runs[8:])
-PLANNED, DRY, MERGED, STALE, REBUILT, DIED, RECOVERED = range(8, 15)
+COMPACTION_DIED, COMPACTION_RECORDED, COMPACTION_AGAIN = range(6, 9)
+# the auto-merge steps, after deps, four batches and five compaction steps (runs[9:])
+PLANNED, DRY, MERGED, STALE, REBUILT, DIED, RECOVERED = range(9, 16)
 
 
 def _models(folder: Path) -> None:
@@ -88,8 +89,7 @@ def _models(folder: Path) -> None:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The steps' results: batch 1, batch 2, batch 3 (running a batch twice, which the
-    Iceberg scenario does, runs the same MERGE statement: not repeated here), then the
+    """The steps' results: batch 1, batch 2, batch 3 and batch 3 again, then the
     scheduled compaction of commit_time_mor: a dry run, and the compaction; then one of
     event_time_mor that dies before its event, and two more; then the auto-merge steps."""
     root = tmp_path_factory.mktemp("upserts_on_delta")
@@ -100,10 +100,10 @@ def runs(tmp_path_factory):
     )
     (project / "dbt_project.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     _models(project / "models")
-    read = [f"{name}_{short}" for short in TABLE_TYPES for name in UPSERTS] + [INLINE]
+    read = [*UPSERT_TABLES, INLINE]
     columns = {name: "id, ts, name, price" for name in read}
     steps = [{"args": ["deps"]}]
-    for batch in (1, 2, 3):
+    for batch in (1, 2, 3, 3):
         steps.append(
             {
                 "args": ["run"],
@@ -199,6 +199,16 @@ def test_the_table_type_is_delta_s_deletion_vectors_setting(runs, short):
         assert json.loads(stored["dbt_merge.upsert"])["table_type"] == kind
 
 
+def test_the_same_batch_again_writes_nothing(runs):
+    """Batch 3 run again changes no row, so no table gets a new Delta version: neither
+    a model of either table type (copy-on-write would rewrite the files of the keys the
+    batch matches), the inline-compacted one, nor its events."""
+    third, again = runs[2], runs[3]
+    assert again["tables"] == third["tables"]
+    assert set(again["versions"]) == {*UPSERT_TABLES, INLINE, EVENTS}
+    assert again["versions"] == third["versions"], "no new version"
+
+
 def test_merge_on_read_marks_rows_and_copy_on_write_rewrites_files(runs):
     """Batch 2 updates keys 1 and 3 and deletes 4 of commit_time: merge-on-read keeps
     batch 1's files and marks their rows in deletion vectors; copy-on-write replaces
@@ -217,7 +227,7 @@ def test_scheduled_compaction_purges_the_deletion_vectors(runs):
     changes nothing; the compaction rewrites every file with deleted rows (one REORG
     ... APPLY (PURGE)), keeps the rows, and records a JOIN event of the files it
     replaced and wrote."""
-    third, dry, compacted = runs[2], runs[3], runs[4]
+    third, dry, compacted = runs[2], runs[4], runs[5]
     marked = {path for path, deleted in third["files"]["commit_time_mor"].items() if deleted}
     assert marked, "batches 2 and 3 left deletion vectors to compact"
     assert dry["files"]["commit_time_mor"] == third["files"]["commit_time_mor"], "dry run"

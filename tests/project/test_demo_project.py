@@ -126,6 +126,25 @@ def test_python_model_output(spark, first_build):
     ]
 
 
+# The incremental models whose inputs a second build leaves as they were (seeds are
+# reloaded, with the same rows): an entity merge's four models, the upserts of the same
+# batch and the upsert's events, and a SQL merge of no new event.
+UNCHANGED_BY_A_SECOND_BUILD = (
+    "customers_edges",
+    "customers_components",
+    "customers",
+    "customers_provenance",
+    "orders",
+    "orders__provenance",
+    "orders_commit_time",
+    "demo_event_log",
+)
+
+
+def snapshot_count(spark, name: str) -> int:
+    return rows(spark, f"select count(*) from {SCHEMA}.{name}.snapshots")[0][0]
+
+
 def test_second_build_takes_the_incremental_path(spark, first_build):
     # Mark a customer with no new events; a full rebuild would restore 2, the
     # incremental branch (only customers with newer events) leaves it alone.
@@ -138,6 +157,7 @@ def test_second_build_takes_the_incremental_path(spark, first_build):
         f" (select max(`_batch`) from {SCHEMA}.customers_components)"
     )
     batches = rows(spark, state_batches)
+    snapshots = {name: snapshot_count(spark, name) for name in UNCHANGED_BY_A_SECOND_BUILD}
     result = dbt("build")
     assert {r.node.name: r.status for r in result.result}["demo_customer_activity"] == "success"
     assert rows(
@@ -151,6 +171,9 @@ def test_second_build_takes_the_incremental_path(spark, first_build):
         (2330, 2329)
     ], "unchanged inputs: the incremental merge emitted nothing"
     assert rows(spark, state_batches) == batches, "and its state models wrote no row"
+    assert {name: snapshot_count(spark, name) for name in UNCHANGED_BY_A_SECOND_BUILD} == (
+        snapshots
+    ), "nothing new, nothing written: no incremental model committed a snapshot"
     assert rows(spark, f"select count(*) from {SCHEMA}.demo_event_log") == [(20,)]
 
 

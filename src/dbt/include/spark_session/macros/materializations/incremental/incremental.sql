@@ -29,6 +29,9 @@
     {%- set tmp_relation = tmp_relation.include(database=false, schema=false) -%}
   {%- endif -%}
   {%- set rebuild = existing_relation is none or existing_relation.is_view or should_full_refresh() -%}
+  {%- if not rebuild -%}
+    {%- do spark_session_check_stored_format(existing_relation, file_format) -%}
+  {%- endif -%}
   {%- set arg_dict = {
       'target_relation': target_relation, 'temp_relation': tmp_relation,
       'existing_relation': existing_relation, 'rebuild': rebuild, 'file_format': file_format,
@@ -74,13 +77,33 @@
       {%- endcall -%}
     {%- endif -%}
     {%- do process_schema_changes(on_schema_change, tmp_relation, existing_relation) -%}
-    {%- call statement('main') -%}
-      {%- if strategy is not none -%}
-        {{ strategy.sql(arg_dict) }}
-      {%- else -%}
-        {{ dbt_spark_get_incremental_sql(strategy_name, tmp_relation, target_relation, existing_relation, unique_key, incremental_predicates) }}
+    {#-- Iceberg commits a snapshot for a MERGE or an INSERT of no rows (Delta commits no
+         version): an empty batch of dbt-spark's merge or append writes nothing. A SQL
+         batch is cached for the check, so the statement reads it once more from memory
+         (a MERGE reads its source twice on a copy-on-write table). --#}
+    {%- set checked = strategy is none and strategy_name in ['append', 'merge'] and file_format == 'iceberg' -%}
+    {%- if checked and language == 'sql' -%}
+      {%- call statement('cache_tmp_relation') -%} cache table {{ tmp_relation }} {%- endcall -%}
+    {%- endif -%}
+    {%- if checked and (run_query('select 1 from ' ~ tmp_relation ~ ' limit 1').rows | length) == 0 -%}
+      {%- set main_sql = '' -%}
+    {%- elif strategy is not none -%}
+      {%- set main_sql = strategy.sql(arg_dict) -%}
+    {%- else -%}
+      {%- set main_sql = dbt_spark_get_incremental_sql(strategy_name, tmp_relation, target_relation, existing_relation, unique_key, incremental_predicates) -%}
+    {%- endif -%}
+    {%- if main_sql | trim -%}
+      {%- call statement('main') -%} {{ main_sql }} {%- endcall -%}
+    {%- else -%}
+      {#-- a strategy that finds nothing to write returns no statement --#}
+      {%- if checked -%}
+        {%- do log(model.name ~ ': the batch is empty: nothing is written to ' ~ target_relation, info=true) -%}
       {%- endif -%}
-    {%- endcall -%}
+      {%- do store_result('main', response='nothing to write') -%}
+    {%- endif -%}
+    {%- if checked and language == 'sql' -%}
+      {%- call statement('uncache_tmp_relation') -%} uncache table if exists {{ tmp_relation }} {%- endcall -%}
+    {%- endif -%}
   {%- endif -%}
 
   {%- if strategy is not none and strategy.finish is not none -%}
@@ -100,3 +123,17 @@
   {{ run_hooks(post_hooks) }}
   {{ return({'relations': [target_relation]}) }}
 {%- endmaterialization %}
+
+
+{#-- An incremental run writes into the stored table: one stored in another format than
+     the model's file_format (built before file_format was set, or with another one)
+     fails here, before anything is written, and names the rebuild. --#}
+{% macro spark_session_check_stored_format(relation, file_format) %}
+  {%- if file_format in ['iceberg', 'delta'] and not relation['is_' ~ file_format] -%}
+    {%- set provider = modules.re.search('Provider: (\\w+)', relation.information or '') -%}
+    {%- set msg -%}
+      Model {{ model.name }}: config file_format is {{ file_format }}, but {{ relation }} is stored as {{ provider.group(1) if provider else 'another format' }} (it was built before file_format was set, or with another one), and an incremental run cannot change a table's format. Rebuild it as {{ file_format }} with --full-refresh: dbt run --full-refresh --select {{ model.name }}
+    {%- endset -%}
+    {%- do exceptions.raise_compiler_error(msg) -%}
+  {%- endif -%}
+{% endmacro %}
