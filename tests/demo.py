@@ -14,6 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import jinja2
 import pytest
 import yaml
 from dbt.cli.main import dbtRunner
@@ -184,7 +185,8 @@ def _without(rows: list[str], columns: set[str]) -> list[str]:
 
 def copy_project(dest: Path) -> Path:
     """The repository's dbt project as it is now: dbt_project.yml, profiles.yml and the
-    folders dbt_project.yml names (Python files of the test folder left out)."""
+    folders dbt_project.yml names with the demo on (DBT_MERGE_DEMO=1: the demo's folders
+    are Jinja there), Python files of the test folder left out."""
     dest.mkdir()
     config = yaml.safe_load((ROOT / "dbt_project.yml").read_text())
     for name in (
@@ -204,13 +206,19 @@ def copy_project(dest: Path) -> Path:
         "analysis-paths",
         "snapshot-paths",
     ):
-        for folder in config.get(key, []):
+        for entry in config.get(key, []):
+            folder = jinja2.Template(entry).render(env_var=_demo_env_var)
             ignore = ["__pycache__", "*.pyc"] + (["*.py"] if key == "test-paths" else [])
             if (ROOT / folder).is_dir() and not (dest / folder).exists():
                 shutil.copytree(
                     ROOT / folder, dest / folder, ignore=shutil.ignore_patterns(*ignore)
                 )
     return dest
+
+
+def _demo_env_var(name: str, default: str | None = None) -> str | None:
+    """dbt's env_var() of dbt_project.yml as a build with the demo on renders it."""
+    return "1" if name == "DBT_MERGE_DEMO" else os.environ.get(name, default)
 
 
 def _short_driver(profiles: Path, target: str) -> None:

@@ -57,6 +57,12 @@
     {%- set state = arg_dict.get('state') %}
     {%- if state is not none %}
         {%- set cached = dbt_merge._upsert_changes_relation(target) %}
+        {#-- a run that failed after caching (a commit that lost to another writer's)
+             leaves its view in the session, which `dbt retry` in the same one reuses;
+             `drop table` drops a temporary view, and `drop view` would go to the
+             adapter's session without extensions, which does not see it --#}
+        {%- do run_query('uncache table if exists ' ~ cached) %}
+        {%- do run_query('drop table if exists ' ~ cached) %}
         {%- do run_query('cache table ' ~ cached ~ ' as ' ~ changes) %}
         {%- do state.update({'changes_cached': true}) %}
         {%- set source = 'select * from ' ~ cached %}

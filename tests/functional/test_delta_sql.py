@@ -324,6 +324,9 @@ RENDERED = {
     "precombined": "orders_first",
     "_upsert_first_batch_sql": "orders_first",
     "get_incremental_upsert_sql": "orders_merge",
+    "_upsert_changes_sql": "orders_merge",
+    "_upsert_merge_rules": "orders_merge",
+    "_upsert_stage_changes": "orders_merge",
     "_auto_merge_merges_sql": "auto_merge_sql",
     "_entity_closure_create_sql": "closure_sql",
     "_entity_closure_overwrite_sql": "closure_sql",
@@ -565,7 +568,16 @@ STATE_BRANCH = (
     "Iceberg branches: only where file_format is iceberg (tested in "
     "test_entity_merge_following.py and test_concurrent_writers.py)"
 )
+# Iceberg commits a snapshot for a MERGE that changes nothing, Delta no version: only on
+# Iceberg is the batch's changing rows counted first, and the MERGE skipped when none is left
+NOTHING_TO_WRITE = (
+    "Iceberg only: on Delta the MERGE of no changing row commits no version and runs "
+    "as it is (tested on Iceberg in test_upsert.py)"
+)
 NOT_ON_DATABRICKS = {
+    "_upsert_changes_relation": NOTHING_TO_WRITE,
+    "_upsert_drop_changes": NOTHING_TO_WRITE,
+    "_upsert_nothing_to_write": NOTHING_TO_WRITE,
     "dbt_spark_validate_get_incremental_strategy": "the project's own routing on "
     "dbt-spark (dbt_spark_validate_strategy's caller)",
     "dbt_spark_get_incremental_sql": "the project's own routing on dbt-spark "

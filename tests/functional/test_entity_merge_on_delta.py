@@ -195,7 +195,10 @@ def test_a_run_with_nothing_new_commits_no_version(runs):
     """After the last delivery, a run whose datasets did not move: the edges, the
     components and the merged model keep their rows and their Delta version."""
     before, unchanged = runs[COMPONENTS_RESTORED], runs[UNCHANGED]
-    assert unchanged["tables"] == before["tables"]
+    # the from-scratch models (r_*) are rebuilt every run, with new _updated values
+    assert {name: unchanged["tables"][name] for name in FOLLOWING} == {
+        name: before["tables"][name] for name in FOLLOWING
+    }
     assert {name: unchanged["versions"][name] for name in FOLLOWING} == {
         name: before["versions"][name] for name in FOLLOWING
     }, "no new version"

@@ -86,6 +86,9 @@
       {%- call statement('cache_tmp_relation') -%} cache table {{ tmp_relation }} {%- endcall -%}
     {%- endif -%}
     {%- if checked and (run_query('select 1 from ' ~ tmp_relation ~ ' limit 1').rows | length) == 0 -%}
+      {%- if strategy_name == 'merge' -%}
+        {%- do spark_session_check_unique_key(unique_key, tmp_relation) -%}
+      {%- endif -%}
       {%- set main_sql = '' -%}
     {%- elif strategy is not none -%}
       {%- set main_sql = strategy.sql(arg_dict) -%}
@@ -136,4 +139,15 @@
     {%- endset -%}
     {%- do exceptions.raise_compiler_error(msg) -%}
   {%- endif -%}
+{% endmacro %}
+
+
+{#-- A merge whose batch is empty writes nothing, but its unique_key is still checked:
+     a key that is not a column of the model fails as the MERGE would have. --#}
+{% macro spark_session_check_unique_key(unique_key, relation) %}
+  {%- set keys = [unique_key] if unique_key is string else (unique_key or []) -%}
+  {%- set columns = adapter.get_columns_in_relation(relation) | map(attribute='name') | map('lower') | list -%}
+  {%- for key in keys if key and key | lower not in columns -%}
+    {%- do exceptions.raise_compiler_error('Model ' ~ model.name ~ ': config unique_key names ' ~ key ~ ', which is not a column of the model (its columns: ' ~ columns | join(', ') ~ ')') -%}
+  {%- endfor -%}
 {% endmacro %}
