@@ -582,6 +582,10 @@ NOT_ON_DATABRICKS = {
     "dbt-spark (dbt_spark_validate_strategy's caller)",
     "dbt_spark_get_incremental_sql": "the project's own routing on dbt-spark "
     "(dbt_spark_incremental_sql's caller)",
+    "spark__drop_relation": "the project's own routing on dbt-spark "
+    "(dbt_spark_drop_relation's caller)",
+    "dbt_spark_drop_relation": "dbt-spark only (a Thrift server's Iceberg session catalog)",
+    "_dbt_spark_drop_purges": "dbt-spark only (dbt_spark_drop_relation's check)",
     "dbt_spark_incremental_sql": "dbt-spark only (dbt-databricks finds "
     "get_incremental_upsert_sql itself); its upsert SQL is get_upsert_merge_sql's",
     "execute_auto_merge": "Iceberg, and Delta on the spark_session adapter: any other "
