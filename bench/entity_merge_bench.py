@@ -246,15 +246,29 @@ class Said(logging.Handler):
 SAID_BY = ("components", "closure")
 
 
+class Statements:
+    """The SQL statements dbt sends for each node of a run (its SQLQuery events; a
+    Python model's own DataFrame work is not among them), by node name."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def __call__(self, event) -> None:
+        if event.info.name != "SQLQuery":
+            return
+        node = event.data.node_info.unique_id.rsplit(".", 1)[-1] or "(none)"
+        self.counts[node] = self.counts.get(node, 0) + 1
+
+
 def run_dbt_merge(*args: str) -> dict:
-    said = Said()
+    said, statements = Said(), Statements()
     loggers = [logging.getLogger(f"dbt_merge.entity_merge.{name}") for name in SAID_BY]
     for logger in loggers:
         logger.setLevel(logging.INFO)
         logger.addHandler(said)
     meter, started = ShuffleMeter(), time.monotonic()
     try:
-        result = dbt("run", *args)
+        result = PROJECT.dbt("run", *args, callbacks=[statements])
     finally:
         for logger in loggers:
             logger.removeHandler(said)
@@ -263,6 +277,7 @@ def run_dbt_merge(*args: str) -> dict:
     return {
         "total_s": round(total, 1),
         "nodes_s": nodes,
+        "statements": {name: statements.counts.get(name, 0) for name in nodes},
         "shuffle_bytes": meter.shuffle_bytes(),
         "components_said": said.messages,
     }
@@ -309,6 +324,8 @@ def incremental_runs(
             else "nothing changed"
             if number == len(deliveries) - 2
             else f"{share:.1%} changed"
+            if share >= 0.001
+            else f"{round(share * size):,} records changed"
         )
         print(f"records={size:,}: {label} ...", flush=True)
         seen = last_batch()
@@ -394,9 +411,9 @@ def print_incremental(results: list[dict]) -> None:
     print()
     print(
         "| records | run | nodes written | edges | components | merged | three nodes "
-        "| ÷ full build |"
+        "| ÷ full build | statements |"
     )
-    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for result in results:
         for run in result["runs"]:
             nodes = run["nodes_s"]
@@ -405,7 +422,8 @@ def print_incremental(results: list[dict]) -> None:
                 f"| {result['records']:,} | {run['run']} "
                 f"| {run.get('written_share', 1):.2%} | {nodes['people_edges']} s "
                 f"| {nodes['people_components']} s | {nodes['people']} s | {run['merge_s']} s "
-                f"| {'1' if ratio is None else f'{ratio:.3f}'} |"
+                f"| {'1' if ratio is None else f'{ratio:.3f}'} "
+                f"| {' + '.join(str(run['statements'][n]) for n in MERGE_NODES)} |"
             )
     for result in results:
         floor = result["read_floor"]
