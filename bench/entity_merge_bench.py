@@ -243,7 +243,7 @@ class Said(logging.Handler):
 
 
 # the modules whose log lines the results keep (Said)
-SAID_BY = ("components", "closure")
+SAID_BY = ("components", "components_driver", "closure")
 
 
 class Statements:

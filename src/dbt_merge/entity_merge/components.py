@@ -88,9 +88,11 @@ def entity_components(
             another run's commit since. A DataFrame of the table works as before,
             without that check of the Python step's seconds.
         state_in_driver: where a run that follows the change works, when previous is
-            an Iceberg table given by name: True reads the state once into the
-            driver and finds the affected components there (``closed_in_driver``),
-            False takes the hops in Spark, one scan each; None (the default) chooses
+            an Iceberg table given by name: True finds the stored rows the change
+            affects in Spark, reads only those into the driver and closes them there
+            (``closed_in_driver``; the whole state comes to the driver only for a
+            rebuild, see rebuild_share), False takes every hop and the rows to write in
+            Spark, one scan each; None (the default) chooses
             by the driver's free memory (``state_fits``), unless the environment
             variable ``DBT_MERGE_STATE_IN_DRIVER`` says ``1`` or ``0``. The log says
             which was taken and why.
