@@ -57,15 +57,19 @@ class BenchProject:
         models: dict[str, str],
         project_config: dict | None = None,
         seeds: dict[str, Path] | None = None,
+        macros: dict[str, str] | None = None,
     ) -> None:
-        """The project, with ``models`` (file name → text) and ``seeds`` (file name → a CSV
-        elsewhere, linked, not copied)."""
+        """The project, with ``models`` (file name → text), ``seeds`` (file name → a CSV
+        elsewhere, linked, not copied) and ``macros`` (file name → text) of its own."""
         if self.path.exists():
             shutil.rmtree(self.path)
         (self.path / "models").mkdir(parents=True)
         (self.path / "seeds").mkdir()
+        (self.path / "macros").mkdir()
         for file_name, text in models.items():
             (self.path / "models" / file_name).write_text(text)
+        for file_name, text in (macros or {}).items():
+            (self.path / "macros" / file_name).write_text(text)
         for file_name, source in (seeds or {}).items():
             (self.path / "seeds" / file_name).symlink_to(source)
         config = {

@@ -10,7 +10,9 @@ Runs the four benchmark scripts one after the other, each in a process of its ow
   entity_merge  the whole `dbt run` of an entity merge over three datasets, against
                 a hand-written Spark job (pairwise edges + min-label propagation);
   upsert        incremental_strategy='upsert' with a raw batch of a tenth of the
-                stored rows, against dbt-spark's merge with the batch deduplicated;
+                stored rows, against Apache Hudi 1.0's upserts (copy-on-write and
+                merge-on-read), dbt-spark's merge doing the same work, and dbt-spark's
+                merge of the batch deduplicated beforehand;
   bin_packing   streaming bin_pack and offline plan_offline over items in 1,000
                 groups, against a driver-side first fit.
 
@@ -87,7 +89,7 @@ BENCHMARKS = {
         "stored rows (batch = stored / 10)",
         (300_000, 1_000_000, 3_000_000),
         (10_000_000, 30_000_000),
-        capped=False,  # dbt-spark's merge is as fast as the upsert: no cap needed
+        capped=False,  # the baselines finish at these sizes: no cap needed
     ),
     "bin_packing": Benchmark(
         "bin_packing_bench.py",
@@ -98,6 +100,27 @@ BENCHMARKS = {
         (3_000_000,),
     ),
 }
+
+
+# the upsert benchmark's curves: label, baseline or not, the row's field, its table
+UPSERT_SERIES = (
+    ("upsert, raw batch", False, "upsert_s", "upserted"),
+    ("upsert, merge_on_read table", False, "upsert_mor_s", "upserted_mor"),
+    ("Hudi 1.0 upsert, copy-on-write", True, "hudi_cow_s", "hudi_cow"),
+    ("Hudi 1.0 upsert, merge-on-read", True, "hudi_mor_s", "hudi_mor"),
+    (
+        "dbt-spark merge, same work (dedupe, ordering, deletes)",
+        True,
+        "merge_same_work_s",
+        "merged_same_work",
+    ),
+    (
+        "dbt-spark merge, deduplicated batch",
+        True,
+        "merge_prededuplicated_s",
+        "merged_prededuplicated",
+    ),
+)
 
 
 def point(size: int, seconds: float | None, cap: float | None = None, shuffle=None) -> dict:
@@ -141,16 +164,11 @@ def curves(name: str, rows: list[dict], cap: float) -> dict[str, dict]:
             if "naive" in row:
                 add("hand-written Spark job", True, size, row["naive"], "total_s")
         elif name == "upsert":
-            upsert = {"seconds": row["upsert_s"], "shuffle_bytes": row.get("upsert_shuffle_bytes")}
-            merge = {"seconds": row["merge_s"], "shuffle_bytes": row.get("merge_shuffle_bytes")}
-            add("upsert, raw batch", False, size, upsert, "seconds")
-            if "upsert_mor_s" in row:
-                mor = {
-                    "seconds": row["upsert_mor_s"],
-                    "shuffle_bytes": row.get("upsert_mor_shuffle_bytes"),
-                }
-                add("upsert, merge_on_read table", False, size, mor, "seconds")
-            add("dbt-spark merge, deduplicated batch", True, size, merge, "seconds")
+            shuffled = row.get("shuffle_bytes") or {}
+            for label, baseline, key, table in UPSERT_SERIES:
+                if row.get(key) is not None:  # Hudi's are missing from a --no-hudi run
+                    measured = {"seconds": row[key], "shuffle_bytes": shuffled.get(table)}
+                    add(label, baseline, size, measured, "seconds")
         elif name == "bin_packing":
             add("bin_pack (streaming)", False, size, row["streaming"], "seconds")
             add("plan_offline (first fit decreasing)", False, size, row["offline"], "seconds")

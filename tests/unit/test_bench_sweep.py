@@ -75,15 +75,39 @@ def test_closure_rows_become_default_distributed_and_capped_naive_curves():
         ),
         (
             "upsert",
-            {"table_rows": 10, "upsert_s": 2.2, "merge_s": 2.0},
-            {"upsert, raw batch": 2.2, "dbt-spark merge, deduplicated batch": 2.0},
-        ),
-        (
-            "upsert",
-            {"table_rows": 10, "upsert_s": 2.2, "merge_s": 2.0, "upsert_mor_s": 0.9},
+            {
+                "table_rows": 10,
+                "upsert_s": 2.2,
+                "upsert_mor_s": 0.9,
+                "hudi_cow_s": 5.0,
+                "hudi_mor_s": 4.0,
+                "merge_same_work_s": 2.5,
+                "merge_prededuplicated_s": 2.0,
+            },
             {
                 "upsert, raw batch": 2.2,
                 "upsert, merge_on_read table": 0.9,
+                "Hudi 1.0 upsert, copy-on-write": 5.0,
+                "Hudi 1.0 upsert, merge-on-read": 4.0,
+                "dbt-spark merge, same work (dedupe, ordering, deletes)": 2.5,
+                "dbt-spark merge, deduplicated batch": 2.0,
+            },
+        ),
+        (
+            "upsert",  # --no-hudi: no Hudi curves
+            {
+                "table_rows": 10,
+                "upsert_s": 2.2,
+                "upsert_mor_s": 0.9,
+                "hudi_cow_s": None,
+                "hudi_mor_s": None,
+                "merge_same_work_s": 2.5,
+                "merge_prededuplicated_s": 2.0,
+            },
+            {
+                "upsert, raw batch": 2.2,
+                "upsert, merge_on_read table": 0.9,
+                "dbt-spark merge, same work (dedupe, ordering, deletes)": 2.5,
                 "dbt-spark merge, deduplicated batch": 2.0,
             },
         ),
@@ -107,7 +131,8 @@ def test_each_benchmark_maps_its_rows_to_series(name, row, expected):
     series = sweep.curves(name, [row], cap=60.0)
     assert {label: data["points"][0]["seconds"] for label, data in series.items()} == expected
     baselines = {label for label, data in series.items() if data["baseline"]}
-    assert len(baselines) == 1
+    dbt_merge = ("dbt_merge", "upsert, ", "bin_pack ", "plan_offline ")
+    assert baselines == {label for label in expected if not label.startswith(dbt_merge)}
 
 
 def test_every_benchmark_has_three_sizes_and_larger_ones_behind_the_flag():

@@ -13,6 +13,7 @@ from dbt_common.events.event_manager import EventManager
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.spark_session import jars
+from dbt.adapters.spark_session import session as sessions
 
 CONTENT = b"PK\x03\x04 a jar's bytes"
 JAR = jars.Jar("org.example", "thing_2.12", "1.2.3", hashlib.sha256(CONTENT).hexdigest())
@@ -127,3 +128,35 @@ def test_the_pinned_jars_are_in_the_venv_and_match_their_checksums():
         path = jars.jars_dir() / jar.file_name
         assert path.is_file(), f"make install fetches {jar.coordinates}"
         assert hashlib.sha256(path.read_bytes()).hexdigest() == jar.sha256
+
+
+def test_dbt_merge_jars_fetches_the_benchmarks_jars_only_with_bench(
+    mirror, tmp_path, monkeypatch, capsys
+):
+    root, url, served = mirror
+    bench_jar = jars.Jar("org.example", "bench_2.12", "0.1", hashlib.sha256(CONTENT).hexdigest())
+    _publish(root, JAR, CONTENT)
+    _publish(root, bench_jar, CONTENT)
+    monkeypatch.setenv(jars.REPOSITORY_ENV, url)
+    monkeypatch.setenv(jars.JARS_DIR_ENV, str(tmp_path / "jars"))
+    monkeypatch.setattr(jars, "ALL", (JAR,))
+    monkeypatch.setattr(jars, "BENCH", (bench_jar,))
+    assert jars.main([]) == 0
+    assert [Path(p).name for p in capsys.readouterr().out.split()] == [JAR.file_name]
+    assert len(served) == 1, "without --bench, the benchmarks' jar is not fetched"
+    assert jars.main(["--bench"]) == 0
+    listed = [Path(p).name for p in capsys.readouterr().out.split()]
+    assert listed == [JAR.file_name, bench_jar.file_name]
+    assert len(served) == 2
+
+
+def test_hudi_is_pinned_for_the_benchmarks_and_no_session_loads_it(tmp_path):
+    assert jars.HUDI in jars.BENCH and jars.HUDI not in jars.ALL
+    for table_format in sessions.TABLE_FORMATS:
+        settings = sessions.SessionSettings(
+            warehouse=tmp_path, log_dir=tmp_path, table_format=table_format
+        )
+        conf = sessions.resolve_conf(settings)
+        assert jars.HUDI.artifact not in conf["spark.jars"], table_format
+        assert "hudi" not in conf["spark.sql.extensions"].lower(), table_format
+        assert "spark.serializer" not in conf, table_format

@@ -9,6 +9,11 @@ or ``DBT_MERGE_JARS``): ``make install`` runs ``dbt-merge-jars``, and a session
 that finds a jar missing fetches it then, so runs after that are offline. A fetch says
 so in one line: through dbt's adapter logger inside dbt (the console and
 ``logs/dbt.log``), on stderr from ``dbt-merge-jars``.
+
+The benchmarks also measure Apache Hudi's own upserts (``bench/upsert_bench.py``): its
+Spark bundle is pinned here as well, in ``BENCH``, apart from ``ALL``. Only
+``dbt-merge-jars --bench`` (``make install-bench``) and the benchmarks fetch it; no
+session of the adapter asks for it, so ``make install`` and ``make test`` never do.
 """
 
 from __future__ import annotations
@@ -83,6 +88,16 @@ DELTA = (
     ),
 )
 ALL = (ICEBERG, *DELTA)
+# Apache Hudi 1.0.2's bundle for Spark 3.5 (Scala 2.12), for the benchmarks only: the
+# upsert benchmark and `make test-long`'s comparison run Hudi's own upserts beside
+# dbt_merge's. Not in ALL: the adapter never loads it.
+HUDI = Jar(
+    "org.apache.hudi",
+    "hudi-spark3.5-bundle_2.12",
+    "1.0.2",
+    "2c2ab65a11e91265e4b7346f954448c46df52d66fb72f52dad83767b621deae8",
+)
+BENCH = (HUDI,)
 
 
 def jars_dir() -> Path:
@@ -144,6 +159,7 @@ def ensure(jar: Jar, say: Callable[[str], None] = logger.info) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     """``dbt-merge-jars``: fetch every pinned jar that is missing and list them all; with
+    ``--bench`` the benchmarks' jars (``BENCH``: Hudi's bundle) as well; with
     ``--class-archive`` also build the class archive of this environment's Java if it is
     missing (``class_archive``: about a minute once, then every session starts faster)."""
     import argparse
@@ -154,9 +170,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also build the class-data-sharing archive sessions start from",
     )
+    parser.add_argument(
+        "--bench",
+        action="store_true",
+        help="also the benchmarks' jars (Apache Hudi's Spark bundle), which sessions never load",
+    )
     args = parser.parse_args(argv)
+    wanted = (*ALL, *BENCH) if args.bench else ALL
     try:
-        for path in jar_paths(ALL, say=lambda line: print(line, file=sys.stderr)):
+        for path in jar_paths(wanted, say=lambda line: print(line, file=sys.stderr)):
             print(path)
     except DbtRuntimeError as exc:
         print(exc, file=sys.stderr)
