@@ -1,6 +1,6 @@
 """The benchmark pages' figures, generated from the results files the benchmarks write.
 
-docs/benchmarks.md holds blocks like::
+docs/benchmarks.md (and the other pages of PAGES) holds blocks like::
 
     <!-- figures: closure.json -->
     ...the command, the machine, the date and the table of that run...
@@ -32,7 +32,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
 PUBLISHED = ROOT / "docs" / "bench"
-PAGES = (ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "scaling.md", ROOT / "README.md")
+# the pages with figures blocks (contributing.md: the test suite's run, suite.json)
+PAGES = (
+    ROOT / "docs" / "benchmarks.md",
+    ROOT / "docs" / "scaling.md",
+    ROOT / "docs" / "contributing.md",
+    ROOT / "README.md",
+)
 # a block names its file, and for the sweep's file may name one benchmark of it
 # (results.json#closure: that benchmark's points, size by size) or the README's
 # table (results.json#summary)

@@ -1,4 +1,4 @@
-"""The test suite's run as a results file, for docs/benchmarks.md's "The test suite".
+"""The test suite's run as a results file, for docs/contributing.md's "How long the suite takes".
 
 A fresh clone's ``CI=true bash .ci/run`` (install included) prints pytest's summary, its
 25 slowest tests and what dbt cost (tests/dbt_calls.py). This reads that log and writes
