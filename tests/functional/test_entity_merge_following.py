@@ -657,6 +657,33 @@ class TestFollowingTheChange(Following):
         spark.conf.set(THRESHOLD, default_threshold)
         assert steps >= 20, "at least 20 deliveries, 10 of them in runs that died"
         self.assert_every_kind_of_change(deliveries, seed)
+        self.assert_row_deletes_compacted(spark, schema)
+
+    @staticmethod
+    def assert_row_deletes_compacted(spark, schema: str) -> None:
+        """The state tables wrote row-level deletes (Iceberg's merge-on-read), and runs
+        compacted them once they piled up: a rewrite that left no delete file."""
+        for name in ("f_edges", "f_components"):
+            properties = dict(spark.sql(f"show tblproperties {schema}.{name}").collect())
+            modes = {properties.get(f"write.{kind}.mode") for kind in ("merge", "update", "delete")}
+            assert modes == {"merge-on-read"}, (name, properties)
+            snapshots = spark.sql(
+                f"select operation, summary from {schema}.{name}.snapshots order by committed_at"
+            ).collect()
+            deletes = [
+                row for row in snapshots if int(row.summary.get("added-position-deletes", 0)) > 0
+            ]
+            assert deletes, f"{name}: no MERGE wrote position deletes"
+            compactions = [
+                row
+                for row in snapshots
+                if row.operation == "replace" and int(row.summary.get("removed-delete-files", 0))
+            ]
+            assert compactions, f"{name}: no compaction removed the delete files"
+            live = spark.sql(f"select count(*) from {schema}.{name}.delete_files").first()[0]
+            last = snapshots.index(compactions[-1])
+            later = sum(int(row.summary.get("added-delete-files", 0)) for row in snapshots[last:])
+            assert live <= later, (name, live, later)
 
     def test_bad_ids_in_a_change_following_run_write_nothing(self, project, spark):
         """A change-following run checks ids on the records that changed (the same scan
@@ -825,6 +852,14 @@ class TestRebuilding(Following):
         assert f"the environment variable {REBUILD_SHARE_ENV}" in message, message
         assert "'rebuild_share'" in message and "got 'most'" in message, message
         assert self.snapshots(spark, schema)["f_components"] == before["f_components"]
+        # so does a state_compaction that is not a dict of shares, in either state model
+        bad = {"dbt_merge_state_compaction": {"deleted_ratio": "most"}}
+        for name in ("f_edges", "f_components"):
+            results = run_dbt(["run", "-s", name, "--vars", json.dumps(bad)], expect_pass=False)
+            message = results[0].message
+            assert f"model {name}" in message and "'state_compaction'" in message, message
+            assert "'deleted_ratio': 'most'" in message, message
+        assert self.snapshots(spark, schema) == before, "a bad state_compaction wrote"
         # a rebuild reads every record: a duplicate id fails it, naming the dataset
         edges = self.snapshots(spark, schema)["f_edges"]
         existing = sorted(deliveries.records["a"])[0]

@@ -28,6 +28,7 @@ The dbt calls run in a process of their own on a `table_format: delta` profile
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,8 @@ def runs(tmp_path_factory):
         **merge_vars(m_cd=declaration("composite", "default"))["vars"],
         "dbt_merge_compare_all_share": NEVER,
         "dbt_merge_rebuild_share": NEVER,
+        # a state table is compacted after every run that deleted a row of it
+        "dbt_merge_state_compaction": {"deleted_ratio": 0},
     }
     (project / "dbt_project.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     _models(project / "models")
@@ -175,13 +178,14 @@ def runs(tmp_path_factory):
         # the merged table back at its version 1 (FED's MERGE; version 0 its first
         # build): its rows no longer say which components they came from
         _run(sql=[f"restore table {schema}.f_cd to version as of 1"]),
-        # the components back at their version 1 (FED's batch) and a6, a new record:
+        # the components back at their version 2 (FED's batch; version 1 set deletion
+        # vectors after the first build) and a6, a new record:
         # the components catch up on every edges batch since, and the merged model,
         # whose components were restored past the version it was built from, compares
         # every entity
         _run(
             sql=[
-                f"restore table {schema}.f_components to version as of 1",
+                f"restore table {schema}.f_components to version as of 2",
                 f"insert into {schema}.raw_a values ('a6', 'e6', 6, false)",
             ],
             read={"f_components": COMPONENTS},
@@ -315,3 +319,25 @@ def test_the_sql_closure_on_delta_equals_the_python_closure(runs):
     tables = runs[FIRST]["tables"]
     assert tables["s_components"] == tables["r_components"] and tables["s_components"]
     assert tables["s_cd"] == tables["r_cd"]
+
+
+def test_the_state_tables_write_deletion_vectors_and_compact_them(runs):
+    """The edges and components tables have deletion vectors from their first build on:
+    a delivery's MERGE marks the rows it replaces in them (a file whose rows all go is
+    removed instead), and the run compacts a table whose deleted rows pass
+    state_compaction's deleted_ratio (0 here: any), leaving no deletion vector behind."""
+    for step in (FIRST, FED, LAST):
+        properties = runs[step]["properties"]["f_edges"]
+        assert properties.get("delta.enableDeletionVectors") == "true", (step, properties)
+    compacted: dict[str, list[int]] = {"f_edges": [], "f_components": []}
+    for step, result in enumerate(runs):
+        for name, steps in compacted.items():
+            found = re.search(
+                rf"{name}: (\d+) deleted rows of \d+ in \d+ delete files", _said(result)
+            )
+            if found:
+                assert int(found.group(1)) > 0 and "the table is compacted" in _said(result)
+                steps.append(step)
+    assert all(compacted.values()), compacted
+    for step in compacted["f_edges"]:
+        assert not any(runs[step]["files"]["f_edges"].values()), (step, runs[step]["files"])

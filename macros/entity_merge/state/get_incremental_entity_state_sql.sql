@@ -39,6 +39,8 @@
     {%- set keys = dbt_merge._entity_state_keys(target, unique_key, columns) %}
     {%- set state_name = 'edges' if keys[0] == 'src' else 'components' %}
     {%- set iceberg = config.get('file_format') == 'iceberg' %}
+    {#-- checked before anything is written; used after the commit --#}
+    {%- do dbt_merge._entity_state_compaction() %}
     {%- set source_columns = adapter.get_columns_in_relation(source) | map(attribute='name') | map('lower') | list %}
     {%- if '$whole' in source_columns %}
         {#-- the whole state, rebuilt: it replaces the table (even when empty) --#}
