@@ -107,6 +107,22 @@ def process_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def run_json_script(script: Path, spec: Path, cwd: Path, timeout: float):
+    """``python script spec`` in cwd, with process_env(): the finished process, and the
+    JSON objects its stdout printed (the lines that start with ``{``)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, str(script), str(spec)],
+        cwd=cwd,
+        env=process_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return done, [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
 @contextlib.contextmanager
 def dbt_env(env: dict):
     """Sets DBT_MERGE_TEST_<NAME> to each value of env for the duration of the block.

@@ -133,21 +133,11 @@ def run_steps(project: Path, schema: str, steps: list[dict], timeout: int) -> li
     """For a test: runs steps on project (its dbt project folder) in a process of this
     script and returns what each step printed, in order. Fails the test, with the
     process's output, unless every step ran and failed exactly where it says so."""
-    import subprocess
-
-    from tests.conftest import process_env
+    from tests.conftest import run_json_script
 
     spec = project.parent / "steps.json"
     spec.write_text(json.dumps({"project": str(project), "schema": schema, "steps": steps}))
-    done = subprocess.run(
-        [sys.executable, __file__, str(spec)],
-        cwd=project,
-        env=process_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    done, results = run_json_script(Path(__file__), spec, project, timeout)
     complete = done.returncode == 0 and len(results) == len(steps)
     wrong = complete and [
         r for r, s in zip(results, steps, strict=True) if r["ok"] == bool(s.get("fails"))

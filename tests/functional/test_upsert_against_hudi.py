@@ -27,8 +27,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -38,7 +36,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.spark_session import jars
 from dbt.adapters.spark_session import session as sessions
 from tests import sampling
-from tests.conftest import ROOT, process_env
+from tests.conftest import ROOT, run_json_script
 from tests.project.installing import SHORT_JVM, write_installing_project
 
 pytestmark = pytest.mark.skipif(
@@ -248,15 +246,7 @@ def run_comparison(tmp_path: Path, batches: dict[str, list]) -> list[dict]:
             }
         )
     )
-    done = subprocess.run(
-        [sys.executable, str(RUNNER), str(spec)],
-        cwd=project,
-        env=process_env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    done, results = run_json_script(RUNNER, spec, project, TIMEOUT)
     assert done.returncode == 0 and all("error" not in r for r in results), (
         f"{results[-1:]}\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
     )
