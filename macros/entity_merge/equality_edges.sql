@@ -67,7 +67,7 @@
         {% set stored_columns = dbt_merge._check_entity_state_columns(spec, this, state_columns + (['change_mark'] if follows_columns else [])) %}
         {% do dbt_merge._check_entity_declaration(spec, this) %}
         {% set stored_marks = 'change_mark' in stored_columns %}
-        {% set digest = dbt_merge._entity_stored_digest(this, spec) if digested else none %}
+        {% set digest = dbt_merge._entity_stored_digest(this) if digested else none %}
         {% set unchanged = false %}
         {% if digest is not none %}
             {#-- a dataset whose snapshot the digest describes is not read at all --#}
@@ -101,7 +101,7 @@
             {% elif not unchanged %}
                 {% set candidates = '(' ~ dbt_merge._entity_current_records_sql(spec, buckets=buckets) ~ ')' %}
                 {#-- and their stored rows, read once: the comparison and the batch's drops --#}
-                {% set stored = dbt_merge._entity_stage('stored', dbt_merge._entity_stored_rows_sql(spec, buckets, stored_marks)) %}
+                {% set stored = dbt_merge._entity_stage('stored', dbt_merge._entity_stored_rows_sql(buckets, stored_marks)) %}
             {% endif %}
         {% endif %}
         {% if not unchanged and not rebuild %}
@@ -133,7 +133,7 @@
          records: finish_incremental_entity_state computes and stores it after the
          MERGE's commit --#}
     {% do dbt_merge._entity_digest_plan('next', snapshots=snapshots, source=dbt_merge._entity_next_digest_sql(
-        spec, digest, changed_relation, records_relation if not unchanged else none
+        digest, changed_relation, records_relation if not unchanged else none
     )) %}
 {% elif digested %}
     {#-- a first run, a rebuild and a run without a usable digest compute it from the
@@ -179,7 +179,7 @@
     {%- if changed_relation %}
     where {{ node }} in (select node from {{ changed_relation }} where records = 1)
     {%- elif buckets is not none %}
-    where {{ dbt_merge._entity_bucket_sql(node, dataset.get('buckets')) }} in (
+    where {{ dbt_merge._entity_bucket_sql(node) }} in (
         select bucket from {{ buckets }} where dataset_offset = {{ dataset.offset }}
     )
     {%- endif %}

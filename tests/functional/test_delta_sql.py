@@ -666,8 +666,6 @@ NOT_ON_DATABRICKS = {
     "_entity_state_replace_sql": "replaces a state table rebuilt by the edges' Iceberg-only "
     "digest, or by a components run with its Iceberg table by name (tested in "
     "test_entity_merge_following.py)",
-    "_entity_buckets_for_sql": f"an expression, parsed inside the digest's selects; {DIGEST}",
-    "_entity_buckets_case_sql": f"an expression, parsed inside the digest's selects; {DIGEST}",
     "_entity_state_use_row_deletes": "alters a state table after its commit, in "
     "finish_incremental_entity_state, a step of the spark_session flow (tested on Delta in "
     "test_entity_merge_on_delta.py, on Iceberg in test_entity_merge_following.py)",

@@ -103,6 +103,6 @@
      change type: a record's row before and after an update has the same id, and a
      changed id makes both buckets change). --#}
 {% macro _entity_feed_buckets_sql(dataset) %}
-    select distinct {{ dataset.offset }} as dataset_offset, {{ dbt_merge._entity_bucket_sql(dbt_merge._entity_node_sql(dataset), dataset.get('buckets')) }} as bucket
+    select distinct {{ dataset.offset }} as dataset_offset, {{ dbt_merge._entity_bucket_sql(dbt_merge._entity_node_sql(dataset)) }} as bucket
     from table_changes({{ dbt_merge._sql_string(dataset.table | string) }}, {{ dataset.feed.start }}, {{ dataset.feed.end }}) as {{ dataset.alias }}
 {%- endmacro %}

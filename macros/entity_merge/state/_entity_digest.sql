@@ -14,46 +14,20 @@
     Used on Iceberg and Delta, for a merge without change_columns.
 --#}
 
-{#-- The fewest buckets of a dataset's node names: 65,536, so that a bucket holds about
-     15 records of a million-record dataset (what a changed record makes a run read
+{#-- The buckets of a dataset's node names: 65,536, so that a bucket holds about 15
+     records of a million-record dataset (what a changed record makes a run read
      again). Four times as many made the 3M benchmark's edges slower (one process each,
      2026-11-29): 28.8 s against 25.5 s at 0.1% changed, 36.9 s against 35.3 s at 1%,
      10.0 s against 6.7 s with nothing changed. The digest's pass and its join with the
-     stored digest grew by more than the comparison of fewer records saved. A larger
-     dataset gets more (_entity_buckets_for_sql). --#}
+     stored digest grew by more than the comparison of fewer records saved. --#}
 {% macro _entity_digest_buckets() %}
     {{- return(65536) -}}
 {% endmacro %}
 
 
-{#-- The buckets of a dataset of records (an SQL expression of its record count): the
-     power of two that gives about 16 records a bucket, at least
-     _entity_digest_buckets(). With a fixed count, a bucket of a 3.3M-record dataset
-     held 51 records: a delivery of 1% of them changed 40% of the buckets (1 - e^-0.51),
-     and the run compared 40% of the records again. Chosen when the digest is computed
-     from the edges (a first run, a rebuild); kept in the digest (its column buckets)
-     and used by every run that reads it (_entity_stored_digest). --#}
-{% macro _entity_buckets_for_sql(records_sql) %}
-    {{- 'greatest(' ~ dbt_merge._entity_digest_buckets() ~ ', cast(pow(2, ceil(log2(greatest(' ~ records_sql ~ ', 1) / 16))) as int))' -}}
-{% endmacro %}
-
-
-{#-- The bucket of a node name (an expression; a null name has a bucket too) among
-     buckets (a number, or an SQL expression such as _entity_buckets_case_sql; default
-     _entity_digest_buckets()). --#}
-{% macro _entity_bucket_sql(node_sql, buckets=none) %}
-    {{- 'pmod(xxhash64(' ~ node_sql ~ '), ' ~ (buckets if buckets is not none else dbt_merge._entity_digest_buckets()) ~ ')' -}}
-{% endmacro %}
-
-
-{#-- The buckets of the dataset whose offset is offset_sql (an SQL expression), as the
-     stored digest gave them to the datasets of spec (dataset.buckets). --#}
-{% macro _entity_buckets_case_sql(spec, offset_sql) %}
-    {%- set cases = [] %}
-    {%- for dataset in spec.datasets %}
-        {%- do cases.append(' when ' ~ dataset.offset ~ ' then ' ~ dataset.get('buckets', dbt_merge._entity_digest_buckets())) %}
-    {%- endfor %}
-    {{- 'case ' ~ offset_sql ~ (cases | join('')) ~ ' else ' ~ dbt_merge._entity_digest_buckets() ~ ' end' -}}
+{#-- The bucket of a node name (an expression; a null name has a bucket too). --#}
+{% macro _entity_bucket_sql(node_sql) %}
+    {{- 'pmod(xxhash64(' ~ node_sql ~ '), ' ~ dbt_merge._entity_digest_buckets() ~ ')' -}}
 {% endmacro %}
 
 
@@ -98,29 +72,19 @@
 
 
 {#-- The stored digest of the edges table relation when it describes relation's current
-     snapshot (version), else none. A run before the first digest finds it empty. The
-     digest has the edges' table format. Each dataset of spec gets the buckets the
-     digest has for it (dataset.buckets; _entity_digest_buckets() for a dataset without
-     a record). --#}
-{% macro _entity_stored_digest(relation, spec) %}
+     snapshot (version) with today's buckets, else none. A run before the first digest
+     finds it empty. The digest has the edges' table format. --#}
+{% macro _entity_stored_digest(relation) %}
     {% set digest = dbt_merge._entity_side_relation(relation, 'digest') %}
     {% do dbt_merge._execute(
         'create table if not exists ' ~ digest ~ ' (dataset_offset int, bucket int, records bigint,'
         ~ ' digest bigint, buckets int, edges_snapshot string) using ' ~ dbt_merge._entity_state_format()
     ) %}
     {% set found = run_query(
-        'select dataset_offset, max(buckets), max(edges_snapshot) from ' ~ digest ~ ' group by 1'
+        'select edges_snapshot from ' ~ digest ~ ' where buckets = ' ~ dbt_merge._entity_digest_buckets() ~ ' limit 1'
     ).rows %}
-    {% set stamped = found | map(attribute=2) | unique | list %}
-    {% if stamped | length != 1 or stamped[0] != dbt_merge._table_version(relation, dbt_merge._entity_state_format()) %}
-        {{ return(none) }}
-    {% endif %}
-    {% for row in found %}
-        {% for dataset in spec.datasets if dataset.offset == row[0] %}
-            {% do dataset.update({'buckets': row[1]}) %}
-        {% endfor %}
-    {% endfor %}
-    {{ return(digest) }}
+    {% set stamped = found[0][0] if found | length > 0 else none %}
+    {{ return(digest if stamped is not none and stamped == dbt_merge._table_version(relation, dbt_merge._entity_state_format()) else none) }}
 {% endmacro %}
 
 
@@ -207,7 +171,7 @@ from (
     {%- for dataset in hashed %}
     select
         {{ dataset.offset }} as dataset_offset,
-        {{ dbt_merge._entity_bucket_sql('node', dataset.get('buckets')) }} as bucket,
+        {{ dbt_merge._entity_bucket_sql('node') }} as bucket,
         count(*) as records,
         bit_xor({{ dbt_merge._entity_digest_mix_sql('node', 'fingerprint') }}) as digest
     from (
@@ -284,44 +248,26 @@ where not (
      (stored_marks: the table has the column), what the comparison and the batch's drops
      read. Not the declaration: the same long string on every row, which would cost a
      second of decoding in a scan of millions. --#}
-{% macro _entity_stored_rows_sql(spec, buckets, stored_marks=false) %}
-    {%- set offset = dbt_merge._entity_node_offset_sql('stored.src') %}
+{% macro _entity_stored_rows_sql(buckets, stored_marks=false) %}
     select /*+ BROADCAST(buckets) */
         stored.src, stored.dst, stored.fingerprint{{ ', stored.change_mark' if stored_marks }}
     from {{ this }} as stored
     left semi join {{ buckets }} as buckets
-        on buckets.dataset_offset = {{ offset }}
-        and buckets.bucket = {{ dbt_merge._entity_bucket_sql('stored.src', dbt_merge._entity_buckets_case_sql(spec, offset)) }}
+        on buckets.dataset_offset = {{ dbt_merge._entity_node_offset_sql('stored.src') }}
+        and buckets.bucket = {{ dbt_merge._entity_bucket_sql('stored.src') }}
 {%- endmacro %}
 
 
 {#-- The select of the digest of the stored fingerprints of the edges table relation
-     (a first run, a rebuild, a run without a usable digest), with each dataset's
-     buckets chosen from its records (_entity_buckets_for_sql): two scans of the
-     records' rows. --#}
+     (a scan: a run without a usable digest, and a first run). --#}
 {% macro _entity_state_digest_sql(relation) %}
-    with
-
-    records as (
-        select {{ dbt_merge._entity_node_offset_sql('src') }} as dataset_offset, src, fingerprint
-        from {{ relation }}
-        where (src = dst or dst is null) and fingerprint is not null
-    ),
-
-    sizes as (
-        select dataset_offset, {{ dbt_merge._entity_buckets_for_sql('count(*)') }} as buckets
-        from records
-        group by dataset_offset
-    )
-
-    select /*+ BROADCAST(sizes) */
-        records.dataset_offset,
-        {{ dbt_merge._entity_bucket_sql('records.src', 'sizes.buckets') }} as bucket,
+    select
+        {{ dbt_merge._entity_node_offset_sql('src') }} as dataset_offset,
+        {{ dbt_merge._entity_bucket_sql('src') }} as bucket,
         count(*) as records,
-        bit_xor({{ dbt_merge._entity_digest_mix_sql('records.src', 'records.fingerprint') }}) as digest,
-        max(sizes.buckets) as buckets
-    from records
-    join sizes on sizes.dataset_offset = records.dataset_offset
+        bit_xor({{ dbt_merge._entity_digest_mix_sql('src', 'fingerprint') }}) as digest
+    from {{ relation }}
+    where (src = dst or dst is null) and fingerprint is not null
     group by 1, 2
 {%- endmacro %}
 
@@ -333,28 +279,25 @@ where not (
      _entity_carried_records_sql; none when nothing changed). It reads neither the
      datasets nor the edges: finish_incremental_entity_state runs it after the batch's
      commit, in the statement that replaces digest. --#}
-{% macro _entity_next_digest_sql(spec, digest, changed, records) %}
-    {%- set buckets = dbt_merge._entity_buckets_case_sql(spec, 'dataset_offset') %}
-    select dataset_offset, bucket, sum(records) as records, bit_xor(digest) as digest, max(buckets) as buckets
+{% macro _entity_next_digest_sql(digest, changed, records) %}
+    select dataset_offset, bucket, sum(records) as records, bit_xor(digest) as digest
     from (
-        select dataset_offset, bucket, records, digest, buckets from {{ digest }}
+        select dataset_offset, bucket, records, digest from {{ digest }}
         union all
         select
             dataset_offset,
-            {{ dbt_merge._entity_bucket_sql('node', buckets) }},
+            {{ dbt_merge._entity_bucket_sql('node') }},
             -1,
-            {{ dbt_merge._entity_digest_mix_sql('node', 'stored_fingerprint') }},
-            {{ buckets }}
+            {{ dbt_merge._entity_digest_mix_sql('node', 'stored_fingerprint') }}
         from {{ changed }}
         where stored_fingerprint is not null
         {%- if records is not none %}
         union all
         select
             dataset_offset,
-            {{ dbt_merge._entity_bucket_sql('node', buckets) }},
+            {{ dbt_merge._entity_bucket_sql('node') }},
             1,
-            {{ dbt_merge._entity_digest_mix_sql('node', 'fingerprint') }},
-            {{ buckets }}
+            {{ dbt_merge._entity_digest_mix_sql('node', 'fingerprint') }}
         from {{ records }}
         {%- endif %}
     )
@@ -432,7 +375,8 @@ where not (
     {% set snapshot = dbt_merge._table_version(target, table_format) %}
     {% do dbt_merge._execute(
         'create or replace table ' ~ digest ~ ' using ' ~ table_format ~ ' tblproperties (' ~ property ~ ') as\n'
-        ~ 'select dataset_offset, bucket, records, digest, buckets, '
+        ~ 'select dataset_offset, bucket, records, digest, '
+        ~ dbt_merge._entity_digest_buckets() ~ ' as buckets, '
         ~ dbt_merge._sql_string(snapshot) ~ ' as edges_snapshot\nfrom (' ~ source ~ ')'
     ) %}
 {% endmacro %}

@@ -82,7 +82,7 @@
      dataset's events, from _entity_mark_event_sources) carry one of its versions. --#}
 {% macro _entity_event_buckets_sql(dataset) %}
     {%- set node = dbt_merge._entity_node_of_sql(dataset.offset, 'record_key') %}
-    select distinct {{ dataset.offset }} as dataset_offset, {{ dbt_merge._entity_bucket_sql(node, dataset.get('buckets')) }} as bucket
+    select distinct {{ dataset.offset }} as dataset_offset, {{ dbt_merge._entity_bucket_sql(node) }} as bucket
     from {{ dataset.events.relation }}
     where model_name = {{ dbt_merge._sql_string(dataset.events.model) }}
         and table_version in ({% for version in dataset.events.versions %}{{ dbt_merge._sql_string(version) }}{{ ', ' if not loop.last }}{% endfor %})
