@@ -5,7 +5,9 @@
     of table_type merge_on_read does (_upsert_table_type_properties). A delivery
     changes rows spread over every data file, and copy-on-write rewrites each file
     holding one: the whole table, on every run. With row-level deletes a MERGE writes
-    the changed rows and a delete file per data file it touched. Readers then apply the
+    the changed rows and a delete file per data file it touched (10,000 keys into 25M
+    rows, a MERGE that only updates and deletes: 5.5-11.8 s against 48-53 s
+    copy-on-write, 2026-12-03, a loaded machine). Readers then apply the
     deletes, so once they have piled up past a threshold the run that wrote them
     compacts the table (_entity_state_compact).
 --#}
@@ -41,14 +43,14 @@
 
 {#-- After a state MERGE's commit: the state table target compacted when its
      row-level deletes have piled up past _entity_state_compaction(): its data files
-     with deletes rewritten without the deleted rows (Iceberg's rewrite_data_files,
-     with get_upsert_compaction_sql, then its delete files, which then point at no data
-     file; Delta's REORG TABLE ... APPLY (PURGE), its
-     deletion vectors read through the spark_session adapter, the only one that runs
-     the entity_state strategy). One commit that
-     changes no row; the edges' digest is stamped after it (finish_incremental_entity_state).
-     A run that dies before it leaves the deletes for the next run to compact. Logs what
-     it measured and did. --#}
+     with deletes rewritten without the deleted rows, then (Iceberg) the delete files,
+     which point at no data file any more. Iceberg: rewrite_data_files
+     (get_upsert_compaction_sql) and rewrite_position_delete_files, two commits; Delta:
+     REORG TABLE ... APPLY (PURGE), one, its deletion vectors read through the
+     spark_session adapter (the only one that runs the entity_state strategy; a file
+     without a record count counts none). No commit changes a row; the edges' digest is
+     stamped after them (finish_incremental_entity_state). A run that dies before them
+     leaves the deletes for the next run to compact. Logs what it measured. --#}
 {% macro _entity_state_compact(target, table_format) %}
     {% set limits = dbt_merge._entity_state_compaction() %}
     {% if table_format == 'iceberg' %}
@@ -64,7 +66,8 @@
         {% set records, deleted, delete_files, data_files = found[0][0] or 0, found[0][1] or 0, found[0][2] or 0, found[0][3] or 0 %}
     {% elif table_format == 'delta' %}
         {% set files = adapter.delta_file_deletes(target.schema ~ '.' ~ target.identifier) %}
-        {% set records, deleted = files | sum(attribute='record_count'), files | sum(attribute='deleted_rows') %}
+        {% set records = files | rejectattr('record_count', 'none') | sum(attribute='record_count') %}
+        {% set deleted = files | sum(attribute='deleted_rows') %}
         {% set data_files, delete_files = files | length, files | selectattr('deleted_rows', 'gt', 0) | list | length %}
     {% endif %}
     {% if deleted <= limits.deleted_ratio * records and delete_files <= limits.delete_files * data_files %}
@@ -101,4 +104,3 @@
     {% do limits.update(given) %}
     {{ return(limits) }}
 {% endmacro %}
-
