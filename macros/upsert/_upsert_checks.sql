@@ -102,11 +102,7 @@
     {% set properties = {'dbt_merge.upsert': settings} %}
     {% do properties.update(dbt_merge._upsert_table_type_properties(cfg)) %}
     {% call statement('upsert_settings') %}
-        alter table {{ relation }} set tblproperties (
-            {%- for key, value in properties.items() -%}
-            {{ dbt_merge._sql_string(key) }} = {{ dbt_merge._sql_string(value) }}{{ ', ' if not loop.last }}
-            {%- endfor -%}
-        )
+        alter table {{ relation }} set tblproperties ({{ dbt_merge._sql_properties(properties) }})
     {% endcall %}
 {% endmacro %}
 

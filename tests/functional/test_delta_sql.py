@@ -669,8 +669,9 @@ NOT_ON_DATABRICKS = {
     "_entity_state_use_row_deletes": "alters a state table after its commit, in "
     "finish_incremental_entity_state, a step of the spark_session flow (tested on Delta in "
     "test_entity_merge_on_delta.py, on Iceberg in test_entity_merge_following.py)",
-    "_sql_properties": "returns the text of a tblproperties list "
-    "(_entity_state_use_row_deletes' alter table)",
+    "_sql_properties": "returns the text of a tblproperties list (inside "
+    "_store_upsert_table_settings' alter table, parsed there, and "
+    "_entity_state_use_row_deletes')",
     "_entity_state_compact": "compacts a state table after its commit, in "
     "finish_incremental_entity_state, a step of the spark_session flow (tested on Delta in "
     "test_entity_merge_on_delta.py, on Iceberg in test_entity_merge_following.py)",

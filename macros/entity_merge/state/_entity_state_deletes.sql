@@ -33,14 +33,6 @@
 {% endmacro %}
 
 
-{#-- key = value, ... of a dict of table properties, each an SQL string. --#}
-{% macro _sql_properties(properties) %}
-    {%- for key, value in properties.items() -%}
-        {{ dbt_merge._sql_string(key) }} = {{ dbt_merge._sql_string(value) }}{{ ', ' if not loop.last }}
-    {%- endfor -%}
-{% endmacro %}
-
-
 {#-- After a state MERGE's commit: the state table target compacted when its
      row-level deletes have piled up past _entity_state_compaction(): its data files
      with deletes rewritten without the deleted rows, then (Iceberg) the delete files,
