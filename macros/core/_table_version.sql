@@ -11,3 +11,30 @@
     {% endif %}
     {{ return(none) }}
 {% endmacro %}
+
+
+
+{#-- The current snapshot of an Iceberg table and its summary's totals, in one query
+     (the snapshot _table_version finds, joined with its summary): {snapshot (a string),
+     records, position_deletes, equality_deletes, delete_files, data_files}, a total the
+     summary lacks 0; none for a table without a snapshot. --#}
+{% macro _iceberg_current_snapshot(relation) %}
+    {% set totals = ['records', 'position-deletes', 'equality-deletes', 'delete-files', 'data-files'] %}
+    {% set columns = [] %}
+    {% for total in totals %}
+        {% do columns.append("coalesce(cast(s.summary['total-" ~ total ~ "'] as bigint), 0)") %}
+    {% endfor %}
+    {% set found = run_query(
+        'select cast(s.snapshot_id as string), ' ~ columns | join(', ')
+        ~ ' from ' ~ relation ~ '.history as h join ' ~ relation ~ '.snapshots as s on s.snapshot_id = h.snapshot_id'
+        ~ ' where h.is_current_ancestor order by h.made_current_at desc limit 1'
+    ).rows %}
+    {% if found | length == 0 %}
+        {{ return(none) }}
+    {% endif %}
+    {% set current = {'snapshot': found[0][0]} %}
+    {% for total in totals %}
+        {% do current.update({total | replace('-', '_'): found[0][loop.index]}) %}
+    {% endfor %}
+    {{ return(current) }}
+{% endmacro %}

@@ -284,15 +284,6 @@ from numbered
     {% if file_format == 'delta' %}
         {{ return(run_query('select count(*) from ' ~ relation).rows[0][0]) }}
     {% endif %}
-    {% set snapshot = dbt_merge._table_version(relation, 'iceberg') %}
-    {% if snapshot is none %}
-        {{ return(0) }}
-    {% endif %}
-    {% set found = run_query(
-        "select cast(summary['total-records'] as bigint)"
-        ~ " - coalesce(cast(summary['total-position-deletes'] as bigint), 0)"
-        ~ " - coalesce(cast(summary['total-equality-deletes'] as bigint), 0)"
-        ~ ' from ' ~ relation ~ '.snapshots where snapshot_id = ' ~ snapshot
-    ).rows %}
-    {{ return(found[0][0] if found | length > 0 and found[0][0] is not none else 0) }}
+    {% set current = dbt_merge._iceberg_current_snapshot(relation) %}
+    {{ return(0 if current is none else current.records - current.position_deletes - current.equality_deletes) }}
 {% endmacro %}

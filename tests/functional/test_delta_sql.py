@@ -676,6 +676,8 @@ NOT_ON_DATABRICKS = {
     "finish_incremental_entity_state, a step of the spark_session flow (tested on Delta in "
     "test_entity_merge_on_delta.py, on Iceberg in test_entity_merge_following.py)",
     "_entity_state_compaction": "returns the compaction thresholds of a state model (a dict)",
+    "_iceberg_current_snapshot": "reads an Iceberg table's history and snapshots (the state "
+    "compaction's check, the merged model's live rows on Iceberg)",
 }
 
 # -- expected shape of each rendered node ----------------------------------------------------

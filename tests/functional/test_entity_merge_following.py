@@ -317,6 +317,10 @@ class Following(InstallsDbtMerge):
             **merge_vars(**merges)["vars"],
             "dbt_merge_compare_all_share": NEVER,
             "dbt_merge_rebuild_share": NEVER,
+            # a delivery here deletes a large share of few state rows: with the default
+            # (a tenth of the rows) every run compacted both state tables; with half,
+            # every few runs do (assert_row_deletes_compacted)
+            "dbt_merge_state_compaction": {"deleted_ratio": 0.5},
         }
         return {"vars": variables, "models": {"+file_format": "iceberg"}}
 

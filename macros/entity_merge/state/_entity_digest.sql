@@ -343,10 +343,11 @@ where not (
     {#-- row-level deletes from the next MERGE on (a first build's table, and one
          built before dbt_merge wrote them), compacted once they pile up: before the
          digest is stamped with the table's snapshot --#}
+    {% set current = none %}
     {% if table_format is not none %}
         {% do dbt_merge._entity_state_use_row_deletes(target, table_format) %}
         {% if not arg_dict['rebuild'] %}
-            {% do dbt_merge._entity_state_compact(target, table_format) %}
+            {% set current = dbt_merge._entity_state_compact(target, table_format) %}
         {% endif %}
     {% endif %}
     {% if table_format is none or 'src' not in columns or 'fingerprint' not in columns %}
@@ -372,7 +373,8 @@ where not (
     {% endif %}
     {#-- the batch committed, the digest not yet: the next run compares every record --#}
     {% do dbt_merge._failpoint('entity_merge.before_digest') %}
-    {% set snapshot = dbt_merge._table_version(target, table_format) %}
+    {#-- the snapshot the compaction's check read, where it did not compact --#}
+    {% set snapshot = current if current is not none else dbt_merge._table_version(target, table_format) %}
     {% do dbt_merge._execute(
         'create or replace table ' ~ digest ~ ' using ' ~ table_format ~ ' tblproperties (' ~ property ~ ') as\n'
         ~ 'select dataset_offset, bucket, records, digest, '

@@ -42,20 +42,17 @@
      spark_session adapter (the only one that runs the entity_state strategy; a file
      without a record count counts none). No commit changes a row; the edges' digest is
      stamped after them (finish_incremental_entity_state). A run that dies before them
-     leaves the deletes for the next run to compact. Logs what it measured. --#}
+     leaves the deletes for the next run to compact. Logs what it measured. Returns the
+     Iceberg table's current snapshot where it did not compact (the one its check
+     read), else none. --#}
 {% macro _entity_state_compact(target, table_format) %}
     {% set limits = dbt_merge._entity_state_compaction() %}
     {% if table_format == 'iceberg' %}
-        {% set snapshot = dbt_merge._table_version(target, 'iceberg') %}
-        {% set found = run_query(
-            "select cast(summary['total-records'] as bigint), cast(summary['total-position-deletes'] as bigint),"
-            ~ " cast(summary['total-delete-files'] as bigint), cast(summary['total-data-files'] as bigint)"
-            ~ ' from ' ~ target ~ '.snapshots where snapshot_id = ' ~ snapshot
-        ).rows if snapshot is not none else [] %}
-        {% if found | length == 0 or found[0][1] is none %}
+        {% set current = dbt_merge._iceberg_current_snapshot(target) %}
+        {% if current is none %}
             {{ return(none) }}
         {% endif %}
-        {% set records, deleted, delete_files, data_files = found[0][0] or 0, found[0][1] or 0, found[0][2] or 0, found[0][3] or 0 %}
+        {% set records, deleted, delete_files, data_files = current.records, current.position_deletes, current.delete_files, current.data_files %}
     {% elif table_format == 'delta' %}
         {% set files = adapter.delta_file_deletes(target.schema ~ '.' ~ target.identifier) %}
         {% set records = files | rejectattr('record_count', 'none') | sum(attribute='record_count') %}
@@ -63,7 +60,7 @@
         {% set data_files, delete_files = files | length, files | selectattr('deleted_rows', 'gt', 0) | list | length %}
     {% endif %}
     {% if deleted <= limits.deleted_ratio * records and delete_files <= limits.delete_files * data_files %}
-        {{ return(none) }}
+        {{ return(current.snapshot if table_format == 'iceberg' else none) }}
     {% endif %}
     {% do log('dbt_merge: ' ~ model.name ~ ': ' ~ deleted ~ ' deleted rows of ' ~ records ~ ' in ' ~ delete_files ~ ' delete files for '
         ~ data_files ~ ' data files, over deleted_ratio = ' ~ limits.deleted_ratio ~ ' or delete_files = ' ~ limits.delete_files
@@ -78,6 +75,7 @@
     {% else %}
         {% do dbt_merge._execute('reorg table ' ~ target ~ ' apply (purge)') %}
     {% endif %}
+    {{ return(none) }}
 {% endmacro %}
 
 
