@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 import time
 from pathlib import Path
@@ -248,16 +249,35 @@ SAID_BY = ("components", "components_driver", "closure")
 
 class Statements:
     """The SQL statements dbt sends for each node of a run (its SQLQuery events; a
-    Python model's own DataFrame work is not among them), by node name."""
+    Python model's own DataFrame work is not among them), by node name, and the
+    slowest of each node (their seconds, from SQLQueryStatus, and their first words)."""
+
+    KEPT = 6  # the slowest statements kept a node
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
+        self.timed: dict[str, list[tuple[float, str]]] = {}
+        self.pending: dict[str, str] = {}
 
     def __call__(self, event) -> None:
-        if event.info.name != "SQLQuery":
+        name = event.info.name
+        if name not in ("SQLQuery", "SQLQueryStatus"):
             return
         node = event.data.node_info.unique_id.rsplit(".", 1)[-1] or "(none)"
-        self.counts[node] = self.counts.get(node, 0) + 1
+        if name == "SQLQuery":
+            self.counts[node] = self.counts.get(node, 0) + 1
+            self.pending[node] = statement_head(event.data.sql)
+            return
+        timed = self.timed.setdefault(node, [])
+        timed.append((round(event.data.elapsed, 2), self.pending.pop(node, "?")))
+        timed.sort(key=lambda item: -item[0])
+        del timed[self.KEPT :]
+
+
+def statement_head(sql: str, length: int = 110) -> str:
+    """A statement's first words: dbt's comment and the whitespace dropped."""
+    text = re.sub(r"/\*.*?\*/", " ", sql, count=1, flags=re.S)
+    return " ".join(text.split())[:length]
 
 
 def run_dbt_merge(*args: str) -> dict:
@@ -278,6 +298,7 @@ def run_dbt_merge(*args: str) -> dict:
         "total_s": round(total, 1),
         "nodes_s": nodes,
         "statements": {name: statements.counts.get(name, 0) for name in nodes},
+        "slowest_statements": {name: statements.timed.get(name, []) for name in nodes},
         "shuffle_bytes": meter.shuffle_bytes(),
         "components_said": said.messages,
     }
@@ -425,6 +446,12 @@ def print_incremental(results: list[dict]) -> None:
                 f"| {'1' if ratio is None else f'{ratio:.3f}'} "
                 f"| {' + '.join(str(run['statements'][n]) for n in MERGE_NODES)} |"
             )
+    for result in results:
+        for run in result["runs"]:
+            print(f"\nrecords={result['records']:,}, {run['run']}: the slowest statements")
+            for node in MERGE_NODES:
+                for seconds, head in run.get("slowest_statements", {}).get(node, []):
+                    print(f"  {node}: {seconds} s  {head}")
     for result in results:
         floor = result["read_floor"]
         reads = ", ".join(f"{table} {seconds} s" for table, seconds in floor["reads_s"].items())
