@@ -15,7 +15,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 # the test suite sets it itself, for the tests that build the demo
 run docs: export DBT_MERGE_DEMO := 1
 
-.PHONY: run test test-long install class-archive install-bench check-java docs docs-site bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing bench-seed bench-changelog bench-change-feed bench-state-log cluster-up cluster-down thrift-up thrift-down databricks-parse lint clean
+.PHONY: run test test-long install class-archive install-bench check-java docs docs-site bench bench-publish bench-closure bench-entity-merge bench-upsert bench-bin-packing bench-seed bench-changelog bench-change-feed bench-state-log soak cluster-up cluster-down thrift-up thrift-down databricks-parse lint clean
 
 ## run: install if needed, then the demo `dbt build` (seeds, models, tests) on embedded Spark
 run: install check-java
@@ -85,6 +85,14 @@ bench-change-feed: install check-java
 ## bench-state-log: the state of a change-following merge appended (a log its readers fold) against today's MERGE, on the tables `make bench-entity-merge BENCH_ARGS="--incremental ..."` left
 bench-state-log: install check-java
 	$(BIN)/python bench/state_log_bench.py $(BENCH_ARGS)
+
+## soak: issue #74's soak: seeded deliveries to all four families, a seeded quarter of them with a run killed
+## (kill -9 of dbt and its JVM) at a random moment, every table compared with a twin warehouse that never failed;
+## Iceberg, then Delta (SOAK_ARGS="--deliveries 30 --seed N --keep"; report and warehouses in /tmp/soak-*, kept on failure)
+SOAK_ARGS ?= --deliveries 30
+soak: install check-java class-archive
+	$(BIN)/python bench/soak.py --format iceberg $(SOAK_ARGS)
+	$(BIN)/python bench/soak.py --format delta $(SOAK_ARGS)
 
 ## cluster-up: a Spark standalone master and two 1-core workers on 127.0.0.1 for `dbt --target cluster`
 cluster-up: install check-java
