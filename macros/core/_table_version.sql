@@ -13,7 +13,6 @@
 {% endmacro %}
 
 
-
 {#-- The current snapshot of an Iceberg table and its summary's totals, in one query
      (the snapshot _table_version finds, joined with its summary): {snapshot (a string),
      records, position_deletes, equality_deletes, delete_files, data_files}, a total the
