@@ -13,6 +13,7 @@ import random
 
 import pytest
 
+from dbt_merge.entity_merge import components_driver
 from dbt_merge.entity_merge.closure import ClosureError, ClosureStats
 from dbt_merge.entity_merge.closure_memory import DriverMemory, state_fits
 from dbt_merge.entity_merge.components import STATE_IN_DRIVER_ENV, entity_components
@@ -92,7 +93,9 @@ def schema(spark):
 
 
 @pytest.mark.parametrize("seed", sampling.seeds([3]))
-def test_the_state_in_the_driver_writes_what_the_hops_in_spark_write(spark, schema, seed):
+def test_the_state_in_the_driver_writes_what_the_hops_in_spark_write(
+    spark, schema, seed, monkeypatch
+):
     graph = Graph(seed)
     graph.change(batch=1, count=30)
     edges = write(spark, "edges", graph.edges(), EDGES_SCHEMA)
@@ -108,6 +111,11 @@ def test_the_state_in_the_driver_writes_what_the_hops_in_spark_write(spark, sche
         in_driver = batch_rows(spark, edges, stored, in_driver=True)
         in_spark = batch_rows(spark, edges, stored, in_driver=False)
         assert in_driver == in_spark, f"batch {batch}"
+        # the keys given to the scans as a broadcast join rather than an `in` list
+        with monkeypatch.context() as patched:
+            patched.setattr(components_driver, "IN_LIST_ROWS", 0)
+            by_join = batch_rows(spark, edges, stored, in_driver=True)
+        assert by_join == in_driver, f"batch {batch}, the keys joined"
         # the affected subgraph too large for the driver: connected_components closes it
         stats = ClosureStats()
         in_both = batch_rows(spark, edges, stored, True, max_driver_edges=0, stats=stats)

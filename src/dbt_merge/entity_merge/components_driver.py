@@ -24,6 +24,7 @@ from dbt_merge.entity_merge.closure import (
 from dbt_merge.entity_merge.state import (
     BROADCAST_ROWS,
     CHANGES_SCHEMA,
+    IN_LIST_ROWS,
     PREVIOUS_COMPONENT,
     STORED,
     TOUCHED,
@@ -154,41 +155,40 @@ def _affected_state(columns: DataFrame, touched) -> tuple:
     edges touch the nodes ``touched`` (an Arrow array) reads: the rows of the touched
     nodes, the placeholders a run that died left (no batch), and every row of a
     component of a touched node. Two scans of the state in Spark, the touched nodes and
-    then their components broadcast to them (the first also counts the state's rows),
-    and only those rows come to the driver, as an Arrow table; with the row count."""
+    then their components given to them (``_keyed``; the first also counts the state's
+    rows), and only those rows come to the driver, as an Arrow table; with the row
+    count."""
     import pyarrow as pa
 
-    spark = columns.sparkSession
-    chosen = F.broadcast(
-        from_driver(spark, pa.table({"node": touched}), "node string").withColumn(
-            "$chosen", F.lit(True)
-        )
-    )
+    chosen = _keyed(columns, "node", touched, "$chosen")
     # one scan: the state's rows, and the components of the touched nodes
-    total, labels = (
-        columns.join(chosen, "node", "left")
-        .agg(
-            F.count(F.lit(1)),
-            F.collect_set(F.when(F.col("$chosen").isNotNull(), F.col("component"))),
-        )
-        .first()
-    )
-    labelled = F.broadcast(
-        from_driver(
-            spark, pa.table({"component": pa.array(labels, pa.string())}), "component string"
-        ).withColumn("$labelled", F.lit(True))
-    )
-    rows = (
-        columns.join(labelled, "component", "left")
-        .join(chosen, "node", "left")
-        .where(
-            F.col("$labelled").isNotNull() | F.col("$chosen").isNotNull() | F.col("_batch").isNull()
-        )
-        .select(*columns.columns)
-    )
+    total, labels = chosen.agg(
+        F.count(F.lit(1)), F.collect_set(F.when(F.col("$chosen"), F.col("component")))
+    ).first()
+    labelled = _keyed(chosen, "component", pa.array(labels, pa.string()), "$labelled")
+    read = F.col("$labelled") | F.col("$chosen") | F.col("_batch").isNull()
+    rows = labelled.where(read).select(*columns.columns)
     # read whole: this path is taken when the whole state fits the driver (a limit
     # would gather the rows in one task first: 16 s for 1.95M rows at 10M records)
     return _arrow(rows), total
+
+
+def _keyed(df: DataFrame, column: str, keys, flag: str | None = None) -> DataFrame:
+    """The rows of df whose string column is one of keys (an Arrow array): a literal
+    ``in`` list while they are at most ``IN_LIST_ROWS``, else a semi join with them
+    broadcast (``BROADCAST_ROWS`` at most) or shuffled. With flag: every row of df,
+    with a boolean column of that name that says whether it is one of them."""
+    import pyarrow as pa
+
+    if len(keys) <= IN_LIST_ROWS:
+        found = F.col(column).isin(keys.to_pylist())
+        return df.withColumn(flag, found) if flag else df.where(found)
+    wanted = from_driver(df.sparkSession, pa.table({column: keys}), f"`{column}` string")
+    wanted = F.broadcast(wanted) if len(keys) <= BROADCAST_ROWS else wanted
+    if not flag:
+        return df.join(wanted, column, "left_semi")
+    marked = wanted.withColumn(flag, F.lit(True))
+    return df.join(marked, column, "left").withColumn(flag, F.col(flag).isNotNull())
 
 
 def _forced(state, touched) -> tuple:
@@ -352,10 +352,7 @@ def _close_in_driver(live: DataFrame, nodes, **closure_options: Any):
     stats = closure_options.get("stats") or ClosureStats()
     started = time.monotonic()
     few = nodes is not None and len(nodes) <= BROADCAST_ROWS
-    subgraph_rows = live
-    if nodes is not None:
-        chosen = from_driver(spark, pa.table({"src": nodes}), "src string")
-        subgraph_rows = live.join(F.broadcast(chosen) if few else chosen, "src", "left_semi")
+    subgraph_rows = live if nodes is None else _keyed(live, "src", nodes)
     if few:
         subgraph = _arrow(subgraph_rows)
     else:
