@@ -54,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests import conftest  # noqa: E402
 from tests.conftest import DBT, process_env  # noqa: E402
+from tests.entity_records import DATASETS, EntityRecords  # noqa: E402
 from tests.project.installing import SHORT_JVM, write_installing_project  # noqa: E402
 
 # tests.conftest makes the test run's folder when imported; the soak has no use for it
@@ -378,72 +379,31 @@ class Deliveries:
     def __init__(self, seed: int):
         self.random = random.Random(seed)
         self.number = 0
-        self.entities: dict[str, dict[str, dict]] = {"a": {}, "b": {}, "c": {}}
-        self.next_id = 0
+        self.entity = EntityRecords(self.random, emails=EMAILS, codes=CODES)
         self.orders: dict[str, dt.datetime] = {}  # key -> its latest updated_at
         self.messages: list[dict] = []
         self.fragments: list[dict] = []
         self.waiting: list[list[dict]] = []  # fragments of uploads still to arrive
         self.uploads = 0
-        self.kinds: dict[str, int] = {}
+        self.kinds = self.entity.kinds
 
     def count(self, kind: str, n: int = 1) -> None:
-        self.kinds[kind] = self.kinds.get(kind, 0) + n
+        self.kinds[kind] += n
 
     @property
     def clock(self) -> dt.datetime:
         return START + self.number * DELIVERY_EVERY
 
-    # entity merge: whole datasets, a few records changed each time
-    def _fill(self, dataset: str, record: dict) -> None:
-        pick = self.random
-        if dataset == "a":
-            record.update(email=pick.choice(EMAILS + [None]), score=pick.randrange(5))
-            record.setdefault("gone", False)
-        elif dataset == "b":
-            record.update(
-                email=pick.choice(EMAILS + [None]),
-                f2=pick.choice(CODES + [None]),
-                tags=pick.choice([None, [], ["t1"], ["t2", "t1"]]),
-            )
-        else:
-            record.update(
-                f3=pick.choice([c.upper() for c in CODES] + [None, ""]), score=pick.randrange(5)
-            )
-            record.setdefault("gone", False)
-
-    def _insert(self, dataset: str) -> None:
-        self.next_id += 1
-        record = {"_id": f"{dataset}{self.next_id}"}
-        self._fill(dataset, record)
-        self.entities[dataset][record["_id"]] = record
-
+    # entity merge: whole datasets, a few records changed each time (entities join and
+    # split as emails and codes change)
     def _entity_delivery(self) -> None:
-        pick = self.random
         if self.number == 1:
-            for dataset in "abc":
+            for dataset in DATASETS:
                 for _ in range(12):
-                    self._insert(dataset)
-            self.count("new record", 36)
+                    self.entity.insert(dataset)
+            self.entity.kinds["new record"] += 36
             return
-        for _ in range(pick.randrange(2, 8)):
-            dataset = pick.choice("abc")
-            records = self.entities[dataset]
-            action = pick.choice(["insert", "insert", "update", "update", "flag", "remove"])
-            if action == "insert" or not records:
-                self._insert(dataset)
-                self.count("new record")
-                continue
-            record = records[pick.choice(sorted(records))]
-            if action == "update":
-                self._fill(dataset, record)  # a new email or code: entities join, split
-                self.count("update")
-            elif action == "flag" and dataset != "b":
-                record["gone"] = not record["gone"]
-                self.count("flag delete" if record["gone"] else "flag undone")
-            else:
-                del records[record["_id"]]
-                self.count("hard delete")
+        self.entity.random_delivery(least=2, most=7)
 
     # upserts: a batch with duplicate keys, late rows, deletes
     def _orders(self) -> list[dict]:
@@ -556,7 +516,7 @@ class Deliveries:
         self._messages()
         self._fragments()
         files = {
-            **{f"ent_{d}": list(self.entities[d].values()) for d in "abc"},
+            **{f"ent_{d}": list(self.entity.records[d].values()) for d in DATASETS},
             "orders": self._orders(),
             "messages": self.messages,
             "fragments": self.fragments,

@@ -33,6 +33,7 @@ from dbt.tests.util import run_dbt
 from dbt_merge.entity_merge.components import REBUILD_SHARE_ENV
 from tests import sampling
 from tests.conftest import dbt_env
+from tests.entity_records import DATASETS, EntityRecords
 from tests.functional.entity_merge_fixtures import NEVER, InstallsDbtMerge, merge_vars
 from tests.functional.test_entity_merge import sql_recorder
 
@@ -90,7 +91,6 @@ USED_DIGEST = "f_edges__dbt_merge_buckets"
 # changed environment variable only the files that read it
 EDGES_SETTINGS = ("state_filter_limit", "state_rewrite_limit", "rebuild_share")
 MERGED_SETTINGS = ("affected_join_rows", "compare_all_share")
-DATASETS = ("a", "b", "c")
 COMBOS = {"cd": ("composite", "default"), "fc": ("first", "compact"), "cl": ("composite", "list")}
 # a: email, score; b: email, f2, tags; c: f3 (its lower() equals b.f2), score
 SCHEMAS = {
@@ -98,8 +98,6 @@ SCHEMAS = {
     "b": "_id string, email string, f2 string, tags array<string>",
     "c": "_id string, f3 string, score int, gone boolean",
 }
-EMAILS = [f"e{i}" for i in range(8)]
-CODES = ["x", "y", "z", "w"]
 # the kinds of change a test's deliveries must show (Deliveries.kinds, Following.kinds)
 KINDS = {"join", "split", "new record", "update", "flag delete", "hard delete"}
 
@@ -189,64 +187,11 @@ def used_digest(queries: list[str]) -> bool:
     return any("create table" in q and USED_DIGEST in q for q in queries)
 
 
-class Deliveries:
+class Deliveries(EntityRecords):
     """The three datasets as dicts of records, changed one delivery at a time."""
 
     def __init__(self, seed: int) -> None:
-        self.random = random.Random(seed)
-        self.records: dict[str, dict[str, dict]] = {name: {} for name in DATASETS}
-        self.next_id = 0
-        # the changes to records random deliveries made, by kind (KINDS)
-        self.kinds: Counter = Counter()
-
-    def new_record(self, dataset: str) -> dict:
-        self.next_id += 1
-        record = {"_id": f"{dataset}{self.next_id}"}
-        self.refill(dataset, record)
-        return record
-
-    def insert(self, dataset: str) -> dict:
-        """A new record, added to dataset."""
-        record = self.new_record(dataset)
-        self.records[dataset][record["_id"]] = record
-        return record
-
-    def refill(self, dataset: str, record: dict) -> None:
-        pick = self.random
-        if dataset == "a":
-            record.update(email=pick.choice(EMAILS + [None]), score=pick.randrange(5))
-            record.setdefault("gone", False)
-        elif dataset == "b":
-            tags = pick.choice([None, [], ["t1"], ["t2", "t1"]])
-            record.update(
-                email=pick.choice(EMAILS + [None]), f2=pick.choice(CODES + [None]), tags=tags
-            )
-        else:
-            record.update(
-                f3=pick.choice([c.upper() for c in CODES] + [None, ""]), score=pick.randrange(5)
-            )
-            record.setdefault("gone", False)
-
-    def random_delivery(self) -> None:
-        pick = self.random
-        for _ in range(pick.randrange(1, 6)):
-            dataset = pick.choice(DATASETS)
-            records = self.records[dataset]
-            action = pick.choice(["insert", "insert", "update", "update", "flag", "remove"])
-            if action == "insert" or not records:
-                self.insert(dataset)
-                self.kinds["new record"] += 1
-                continue
-            record = records[pick.choice(sorted(records))]
-            if action == "update":
-                self.refill(dataset, record)
-                self.kinds["update"] += 1
-            elif action == "flag" and dataset != "b":
-                record["gone"] = not record["gone"]
-                self.kinds["flag delete" if record["gone"] else "flag undone"] += 1
-            else:
-                del records[record["_id"]]
-                self.kinds["hard delete"] += 1
+        super().__init__(random.Random(seed))
 
     def write(self, spark, schema: str) -> None:
         for name in DATASETS:
