@@ -541,8 +541,9 @@ def summary(report: dict) -> list[str]:
     ]
 
 
-# the README's rows: benchmark, what, unit of its size, dbt_merge's curve, (its other method's
-# name, curve) or None, the baseline's curve and name
+# the README's rows: benchmark, what, unit of its size, dbt_merge's curve, (its other
+# method's name, curve) or None, the baseline's curve and name (the upsert's row comes
+# from `make bench-upsert`, against Hudi: upsert_summary)
 SUMMARY = (
     (
         "closure",
@@ -563,15 +564,6 @@ SUMMARY = (
         "hand-written job",
     ),
     (
-        "upsert",
-        "upsert, batch of a tenth of the table",
-        "stored rows",
-        "upsert, raw batch",
-        ("merge-on-read", "upsert, merge_on_read table"),
-        "dbt-spark merge, deduplicated batch",
-        "dbt-spark `merge` of a deduplicated batch",
-    ),
-    (
         "bin_packing",
         "bin packing, 1,000 groups",
         "items",
@@ -581,6 +573,32 @@ SUMMARY = (
         "driver first fit",
     ),
 )
+
+
+def upsert_summary(report: dict) -> list[str]:
+    """The README's upsert figures: each size of a `make bench-upsert` run with Hudi,
+    dbt_merge's upsert against Apache Hudi's and against the same-work `merge`."""
+    rows = [
+        [
+            f"{r['table_rows']:,} / {r['batch_rows']:,}",
+            f"{seconds(r['upsert_s'])} ({seconds(r['upsert_mor_s'])})",
+            f"{seconds(r['hudi_cow_s'])} ({seconds(r['hudi_mor_s'])})",
+            seconds(r["merge_same_work_s"]),
+        ]
+        for r in report["results"]
+    ]
+    header = [
+        "upsert: stored / batch rows",
+        "dbt_merge copy-on-write (merge-on-read)",
+        "Apache Hudi 1.0.2 copy-on-write (merge-on-read)",
+        "dbt-spark `merge` doing the same work",
+    ]
+    return [
+        f"From `make bench-upsert` of {report['generated'][:10]}: {machine_text(report)};"
+        " the same rows checked in the three tables.",
+        "",
+        *table(header, "lrrr", rows),
+    ]
 
 
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {
@@ -607,8 +625,9 @@ def render(spec: str, published: Path = PUBLISHED) -> str:
     """The block of ``spec``: a results file, or ``results.json#<benchmark>``."""
     file, _, part = spec.partition("#")
     report = json.loads((published / file).read_text())
-    if part == "summary":  # the README's table: no command, the runs' dates
-        return "\n".join(summary(report)) + "\n"
+    if part == "summary":  # the README's tables: no command, the runs' dates
+        lines = upsert_summary(report) if renderer(file) is upsert else summary(report)
+        return "\n".join(lines) + "\n"
     figures = sweep_points(report, part) if part else renderer(file)(report)
     bench = report["benchmarks"][part] if part else {}
     if "generated" in bench:  # a benchmark of the sweep dated by its own run
