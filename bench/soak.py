@@ -401,7 +401,7 @@ class Deliveries:
             for dataset in DATASETS:
                 for _ in range(12):
                     self.entity.insert(dataset)
-            self.entity.kinds["new record"] += 36
+            self.count("new record", 36)
             return
         self.entity.random_delivery(least=2, most=7)
 

@@ -636,7 +636,11 @@ def test_the_readme_table_is_the_published_sweep():
     results = json.loads((DOCS / "bench" / "results.json").read_text())
     readme = (ROOT / "README.md").read_text()
     for size in json.loads((DOCS / "bench" / "upsert.json").read_text())["results"]:
-        assert f"| {size['table_rows']:,} / {size['batch_rows']:,} |" in readme, size
+        row = f"| {size['table_rows']:,} / {size['batch_rows']:,} |"
+        assert row in readme, f"README.md: no upsert row {row}"
+        line = next(line for line in readme.splitlines() if line.startswith(row))
+        for key in ("upsert_s", "upsert_mor_s", "hudi_cow_s", "hudi_mor_s", "merge_same_work_s"):
+            assert f"{size[key]:.1f} s" in line, f"README.md: upsert {key} {size[key]}"
     rows = results_rows(ROOT / "README.md")
     for name, benchmark in results["benchmarks"].items():
         if name == "upsert":  # against Hudi, from upsert.json (above)
