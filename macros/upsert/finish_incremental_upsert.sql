@@ -10,7 +10,7 @@
     {%- if arg_dict['rebuild'] %}
         {%- do dbt_merge._store_upsert_table_settings(target, state.settings, state.cfg) %}
     {%- else %}
-        {%- do dbt_merge._upsert_drop_changes(target, state) %}
+        {%- do dbt_merge._upsert_drop_cached(target, state) %}
     {%- endif %}
     {%- if state.cfg.provenance %}
         {#-- the MERGE committed, its events not: the next run records them first --#}

@@ -35,59 +35,91 @@
     {%- set stored_columns = stored | map(attribute='name') | list %}
     {%- set map_columns = [] %}
     {%- for column in stored if (column.dtype | lower).startswith('map') %}{% do map_columns.append(column.name) %}{% endfor %}
-    {%- set changes = dbt_merge._upsert_changes_sql(target, state.precombined, state.cfg, stored_columns, arg_dict['incremental_predicates'], map_columns) %}
-    {%- set source = dbt_merge._upsert_stage_changes(target, changes, arg_dict) %}
+    {%- set predicates = arg_dict['incremental_predicates'] %}
+    {%- set rules = dbt_merge._upsert_merge_rules(state.cfg, stored_columns, predicates, map_columns) %}
+    {%- set source = dbt_merge._upsert_merge_source(target, state, stored_columns, map_columns, rules, arg_dict) %}
     {%- if source is none %}
         {{- return(dbt_merge._upsert_nothing_to_write(target, arg_dict)) }}
     {%- endif %}
-    {{- return(dbt_merge.get_upsert_merge_sql(target, source, state.cfg, stored_columns, arg_dict['incremental_predicates'])) }}
+    {{- return(dbt_merge.get_upsert_merge_sql(target, source, state.cfg, stored_columns, predicates, map_columns)) }}
 {% endmacro %}
 
 
-{#-- The MERGE's source: the batch rows that change the table (_upsert_changes_sql), or
-     none when there is none. Only Iceberg needs to know before the MERGE (it commits a
-     snapshot for a MERGE that changes nothing; Delta commits no version then): on the
-     spark_session adapter the rows are cached once, for the count and the MERGE, and
-     finish_incremental_upsert uncaches them; elsewhere they are counted, then the MERGE
-     reads them again. --#}
-{% macro _upsert_stage_changes(target, changes, arg_dict) %}
+{#-- The MERGE's source, or none when no row of the batch changes the table. Only
+     Iceberg needs to know before the MERGE (it commits a snapshot for a MERGE that
+     changes nothing; Delta commits no version then, and its MERGE reads the batch rows
+     that change the table, _upsert_changes_sql).
+
+     On the spark_session adapter the precombined batch is cached once, for the look and
+     the MERGE (finish_incremental_upsert uncaches it), and the MERGE, which skips a row
+     that changes nothing, reads all of it: the look stops at the first matched row that
+     changes its stored row (the batch broadcast to the table's scan while it has at
+     most _upsert_broadcast_rows(columns) rows), and only when there is none looks for a row
+     to insert. A delivery that changes rows then costs about what a MERGE of the batch
+     alone costs, not a join with the table before it. Elsewhere the batch rows that
+     change the table are looked for, then the MERGE reads them again. --#}
+{% macro _upsert_merge_source(target, state, columns, map_columns, rules, arg_dict) %}
+    {%- set changes = dbt_merge._upsert_changes_sql(target, state.precombined, state.cfg, columns, arg_dict['incremental_predicates'], map_columns) %}
     {%- if (arg_dict.get('file_format') or config.get('file_format')) != 'iceberg' %}
         {{- return(changes) }}
     {%- endif %}
-    {%- set state = arg_dict.get('state') %}
-    {%- if state is not none %}
-        {%- set cached = dbt_merge._upsert_changes_relation(target) %}
-        {#-- a run that failed after caching (a commit that lost to another writer's)
-             leaves its view in the session, which `dbt retry` in the same one reuses;
-             `drop table` drops a temporary view, and `drop view` would go to the
-             adapter's session without extensions, which does not see it --#}
-        {%- do run_query('uncache table if exists ' ~ cached) %}
-        {%- do run_query('drop table if exists ' ~ cached) %}
-        {%- do run_query('cache table ' ~ cached ~ ' as ' ~ changes) %}
-        {%- do state.update({'changes_cached': true}) %}
-        {%- set source = 'select * from ' ~ cached %}
-    {%- else %}
-        {%- set source = changes %}
+    {%- if arg_dict.get('state') is none %}
+        {%- set found = run_query('select 1 from (' ~ changes ~ ') limit 1') %}
+        {{- return(changes if found.rows | length > 0 else none) }}
     {%- endif %}
-    {%- set found = run_query('select 1 from (' ~ source ~ ') limit 1') %}
-    {%- if found.rows | length == 0 %}
-        {%- do dbt_merge._upsert_drop_changes(target, state) %}
-        {{- return(none) }}
+    {%- set broadcast_rows = dbt_merge._upsert_broadcast_rows(columns) %}
+    {%- set cached = dbt_merge._upsert_cached_relation(target) %}
+    {#-- a run that failed after caching (a commit that lost to another writer's)
+         leaves its view in the session, which `dbt retry` in the same one reuses;
+         `drop table` drops a temporary view, and `drop view` would go to the
+         adapter's session without extensions, which does not see it --#}
+    {%- do run_query('uncache table if exists ' ~ cached) %}
+    {%- do run_query('drop table if exists ' ~ cached) %}
+    {%- do run_query('cache table ' ~ cached ~ ' as ' ~ state.precombined) %}
+    {%- do state.update({'batch_cached': true}) %}
+    {%- set batch_rows = run_query('select count(*) from ' ~ cached).columns[0].values()[0] %}
+    {%- set hint = '/*+ BROADCAST(DBT_INTERNAL_SOURCE) */ ' if batch_rows <= broadcast_rows else '' %}
+    {%- set joined = ' from ' ~ cached ~ ' as DBT_INTERNAL_SOURCE {} join ' ~ target ~ ' as DBT_INTERNAL_DEST on ' ~ rules.on %}
+    {%- set changed = run_query('select ' ~ hint ~ '1' ~ joined.replace('{}', 'inner') ~ ' where ' ~ rules.changes_when ~ ' limit 1') %}
+    {%- if changed.rows | length == 0 %}
+        {%- set inserted = run_query('select 1' ~ joined.replace('{}', 'left anti') ~ ' where not ' ~ rules.is_delete ~ ' limit 1') %}
+        {%- if inserted.rows | length == 0 %}
+            {%- do dbt_merge._upsert_drop_cached(target, state) %}
+            {{- return(none) }}
+        {%- endif %}
     {%- endif %}
-    {{- return(source) }}
+    {{- return('select * from ' ~ cached) }}
 {% endmacro %}
 
 
-{#-- The temporary view of the batch rows that change the table, cached for one run. --#}
-{% macro _upsert_changes_relation(target) %}
-    {{- return(target.identifier ~ '__dbt_changes') }}
+{#-- The most rows of a precombined batch of `columns` columns broadcast to the table's
+     scan when the spark_session adapter looks for a change before the MERGE
+     (_upsert_merge_source): the var dbt_merge_upsert_broadcast_rows, else 10,000,000
+     values (1,000,000 rows of 10 columns, 200,000 of 50) and at most 1,000,000 rows,
+     which a driver of 1 GiB holds. A larger batch is joined with a shuffle, which reads
+     the whole table before the first row is found. --#}
+{% macro _upsert_broadcast_rows(columns) %}
+    {%- set rows = var('dbt_merge_upsert_broadcast_rows', none) %}
+    {%- if rows is none %}
+        {{- return([1000000, (10000000 / ([columns | length, 1] | max)) | int] | min) }}
+    {%- endif %}
+    {%- if rows is not number or rows is sameas true or rows is sameas false or rows < 0 %}
+        {%- do exceptions.raise_compiler_error("dbt_merge upsert in model " ~ model.name ~ ", var 'dbt_merge_upsert_broadcast_rows': expected a number of rows of 0 or more, got " ~ rows) %}
+    {%- endif %}
+    {{- return(rows) }}
 {% endmacro %}
 
 
-{% macro _upsert_drop_changes(target, state) %}
-    {%- if state is not none and state.get('changes_cached') %}
-        {%- do state.update({'changes_cached': false}) %}
-        {%- set cached = dbt_merge._upsert_changes_relation(target) %}
+{#-- The temporary view of a run's precombined batch, cached for one run. --#}
+{% macro _upsert_cached_relation(target) %}
+    {{- return(target.identifier ~ '__dbt_batch') }}
+{% endmacro %}
+
+
+{% macro _upsert_drop_cached(target, state) %}
+    {%- if state is not none and state.get('batch_cached') %}
+        {%- do state.update({'batch_cached': false}) %}
+        {%- set cached = dbt_merge._upsert_cached_relation(target) %}
         {%- do run_query('uncache table if exists ' ~ cached) %}
         {%- do run_query('drop table if exists ' ~ cached) %}
     {%- endif %}

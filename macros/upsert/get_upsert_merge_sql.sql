@@ -19,13 +19,13 @@
     incremental_predicates keep working; merge_update_columns / merge_exclude_columns
     restrict the updated columns (inserts are whole rows).
 --#}
-{% macro get_upsert_merge_sql(target, source_sql, cfg, columns, incremental_predicates=none) %}
-    {{ return(adapter.dispatch('get_upsert_merge_sql', 'dbt_merge')(target, source_sql, cfg, columns, incremental_predicates)) }}
+{% macro get_upsert_merge_sql(target, source_sql, cfg, columns, incremental_predicates=none, map_columns=[]) %}
+    {{ return(adapter.dispatch('get_upsert_merge_sql', 'dbt_merge')(target, source_sql, cfg, columns, incremental_predicates, map_columns)) }}
 {% endmacro %}
 
 
-{% macro default__get_upsert_merge_sql(target, source_sql, cfg, columns, incremental_predicates) %}
-    {%- set rules = dbt_merge._upsert_merge_rules(cfg, columns, incremental_predicates) %}
+{% macro default__get_upsert_merge_sql(target, source_sql, cfg, columns, incremental_predicates, map_columns=[]) %}
+    {%- set rules = dbt_merge._upsert_merge_rules(cfg, columns, incremental_predicates, map_columns) %}
 
 merge into {{ target }} as DBT_INTERNAL_DEST
 using ({{ source_sql }}) as DBT_INTERNAL_SOURCE
@@ -33,7 +33,7 @@ on {{ rules.on }}
 {%- if rules.deletes_when %}
 when matched and {{ rules.deletes_when }} then delete
 {%- endif %}
-when matched and {{ rules.updates_when }} then update set
+when matched and {{ rules.updates_when }} and not ({{ rules.unchanged }}) then update set
     {%- for column, value in rules.set %}
     {{ adapter.quote(column) }} = {{ value }}{{ ',' if not loop.last }}
     {%- endfor %}
@@ -47,41 +47,32 @@ when not matched and not {{ rules.is_delete }} then insert *
      (the same row delivered again, an older late row), an older delete and a delete of
      a key that is not stored change nothing: without them a re-run of a delivery finds
      no row, and the MERGE, which Iceberg would commit as a new snapshot even when it
-     changes nothing, is not run (get_incremental_upsert_sql). `map_columns` are compared
-     as JSON (Spark cannot compare maps). --#}
+     changes nothing, is not run (get_incremental_upsert_sql). --#}
 {% macro _upsert_changes_sql(target, source_sql, cfg, columns, incremental_predicates=none, map_columns=[]) %}
-    {%- set rules = dbt_merge._upsert_merge_rules(cfg, columns, incremental_predicates) %}
-    {%- set same = [] %}
-    {%- for column, value in rules.set %}
-        {%- set stored = 'DBT_INTERNAL_DEST.' ~ adapter.quote(column) %}
-        {%- if column | lower in map_columns | map('lower') | list %}
-            {%- do same.append('to_json(struct(' ~ value ~ ')) <=> to_json(struct(' ~ stored ~ '))') %}
-        {%- else %}
-            {%- do same.append('(' ~ value ~ ') <=> ' ~ stored) %}
-        {%- endif %}
-    {%- endfor %}
+    {%- set rules = dbt_merge._upsert_merge_rules(cfg, columns, incremental_predicates, map_columns) %}
 select DBT_INTERNAL_SOURCE.*
 from ({{ source_sql }}) as DBT_INTERNAL_SOURCE
 left join {{ target }} as DBT_INTERNAL_DEST
     on {{ rules.on }}
 where case
     when DBT_INTERNAL_DEST.{{ adapter.quote(cfg.unique_key[0]) }} is null then not {{ rules.is_delete }}
-    {%- if rules.deletes_when %}
-    when {{ rules.deletes_when }} then true
-    {%- endif %}
-    when {{ rules.updates_when }} then not ({{ same | join(' and ') if same else 'true' }})
+    when {{ rules.changes_when }} then true
     else false
 end
 {% endmacro %}
 
 
-{#-- The MERGE's rules, for the MERGE itself and for _upsert_changes_sql:
+{#-- The MERGE's rules, for the MERGE itself and for the look for changes before it:
        on        the join of a batch row with its stored row (keys, incremental_predicates);
        is_delete the batch row is a delete;
        deletes_when  when a matched delete removes the stored row (none without delete_column);
        updates_when  when a matched row updates the stored one;
-       set       [column, the value the update sets] for each updated column. --#}
-{% macro _upsert_merge_rules(cfg, columns, incremental_predicates) %}
+       set       [column, the value the update sets] for each updated column;
+       unchanged the update leaves every column as stored (the MERGE skips such a row, so
+                 a row delivered again rewrites nothing on merge-on-read; `map_columns`
+                 are compared as JSON: Spark cannot compare maps);
+       changes_when  a matched row deletes or changes the stored one. --#}
+{% macro _upsert_merge_rules(cfg, columns, incremental_predicates, map_columns=[]) %}
     {%- set src = 'DBT_INTERNAL_SOURCE' %}
     {%- set dest = 'DBT_INTERNAL_DEST' %}
     {%- set predicates = [] if incremental_predicates is none else [] + incremental_predicates %}
@@ -123,7 +114,22 @@ end
     {%- else %}
         {%- set update = 'not ' ~ is_delete ~ ' and (' ~ incoming_wins ~ ')' %}
     {%- endif %}
-    {{ return({'on': predicates | join(' and '), 'is_delete': is_delete, 'deletes_when': delete, 'updates_when': update, 'set': assignments}) }}
+    {%- set maps = map_columns | map('lower') | list %}
+    {%- set same = [] %}
+    {%- for column, value in assignments %}
+        {%- set stored = dest ~ '.' ~ adapter.quote(column) %}
+        {%- if column | lower in maps %}
+            {%- do same.append('to_json(struct(' ~ value ~ ')) <=> to_json(struct(' ~ stored ~ '))') %}
+        {%- else %}
+            {%- do same.append('(' ~ value ~ ') <=> ' ~ stored) %}
+        {%- endif %}
+    {%- endfor %}
+    {%- set unchanged = same | join(' and ') if same else 'true' %}
+    {%- set changes = '(' ~ update ~ ' and not (' ~ unchanged ~ '))' %}
+    {%- if delete %}
+        {%- set changes = '(' ~ delete ~ ') or ' ~ changes %}
+    {%- endif %}
+    {{ return({'on': predicates | join(' and '), 'is_delete': is_delete, 'deletes_when': delete, 'updates_when': update, 'set': assignments, 'unchanged': unchanged, 'changes_when': changes}) }}
 {% endmacro %}
 
 

@@ -326,7 +326,7 @@ RENDERED = {
     "get_incremental_upsert_sql": "orders_merge",
     "_upsert_changes_sql": "orders_merge",
     "_upsert_merge_rules": "orders_merge",
-    "_upsert_stage_changes": "orders_merge",
+    "_upsert_merge_source": "orders_merge",
     "_auto_merge_merges_sql": "auto_merge_sql",
     "_entity_closure_create_sql": "closure_sql",
     "_entity_closure_overwrite_sql": "closure_sql",
@@ -575,8 +575,9 @@ NOTHING_TO_WRITE = (
     "as it is (tested on Iceberg in test_upsert.py)"
 )
 NOT_ON_DATABRICKS = {
-    "_upsert_changes_relation": NOTHING_TO_WRITE,
-    "_upsert_drop_changes": NOTHING_TO_WRITE,
+    "_upsert_cached_relation": NOTHING_TO_WRITE,
+    "_upsert_drop_cached": NOTHING_TO_WRITE,
+    "_upsert_broadcast_rows": NOTHING_TO_WRITE,
     "_upsert_nothing_to_write": NOTHING_TO_WRITE,
     "dbt_spark_validate_get_incremental_strategy": "the project's own routing on "
     "dbt-spark (dbt_spark_validate_strategy's caller)",

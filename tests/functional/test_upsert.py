@@ -32,6 +32,13 @@ BATCHES = {
         "(6, 1, 'gone', null, true)",  # delete of a key never stored
     ],
     3: ["(4, 5, null, null, true)"],  # a delete with the stored ordering value: a tie
+    # batch 2's new key and delete of a key never stored again, and one more new key:
+    # no stored row changes, only the insert does
+    4: [
+        "(5, 1, 'new', null, false)",
+        "(6, 1, 'gone', null, true)",
+        "(8, 1, 'eight', null, false)",
+    ],
 }
 
 BATCH_SQL = """
@@ -246,9 +253,32 @@ class TestUpsertSemantics(TableType, InstallsDbtMerge):
         assert {name: snapshot_count(spark, schema, name) for name in upserts} == snapshots, (
             "the same batch again writes nothing: no snapshot"
         )
+        # the same look without the broadcast (a batch over dbt_merge_upsert_broadcast_rows)
+        run_with_env(["run", "--vars", '{"dbt_merge_upsert_broadcast_rows": 0}'], {"batch": 2})
+        assert {name: snapshot_count(spark, schema, name) for name in upserts} == snapshots
+        if self.table_type == "copy_on_write":
+            _, output = run_with_env(
+                ["run", "--select", "event_time", "--vars", '{"dbt_merge_upsert_broadcast_rows": -1}'],
+                {"batch": 4},
+                capture=True,
+                expect_pass=False,
+            )
+            assert (
+                "dbt_merge upsert in model event_time, var 'dbt_merge_upsert_broadcast_rows':"
+                " expected a number of rows of 0 or more, got -1"
+            ) in output
+            assert table(spark, schema, "event_time") == before["event_time"], "nothing written"
+
+        self.run_batch(4)
+        eight = (8, 1, "eight", None)
+        for name in upserts:
+            assert table(spark, schema, name) == sorted([*before[name], eight]), (
+                f"{name}: only the new key is written"
+            )
+            assert snapshot_count(spark, schema, name) == snapshots[name] + 1
 
         self.run_batch(3)
-        assert [r[0] for r in table(spark, schema, "event_time")] == THIRD_EVENT_TIME_KEYS, (
+        assert [r[0] for r in table(spark, schema, "event_time")] == [*THIRD_EVENT_TIME_KEYS, 8], (
             "a delete with an equal ordering value wins (ties go to the incoming version)"
         )
 
