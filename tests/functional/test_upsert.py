@@ -258,7 +258,13 @@ class TestUpsertSemantics(TableType, InstallsDbtMerge):
         assert {name: snapshot_count(spark, schema, name) for name in upserts} == snapshots
         if self.table_type == "copy_on_write":
             _, output = run_with_env(
-                ["run", "--select", "event_time", "--vars", '{"dbt_merge_upsert_broadcast_rows": -1}'],
+                [
+                    "run",
+                    "--select",
+                    "event_time",
+                    "--vars",
+                    '{"dbt_merge_upsert_broadcast_rows": -1}',
+                ],
                 {"batch": 4},
                 capture=True,
                 expect_pass=False,
