@@ -50,14 +50,18 @@
      changes nothing; Delta commits no version then, and its MERGE reads the batch rows
      that change the table, _upsert_changes_sql).
 
-     On the spark_session adapter the precombined batch is cached once, for the look and
-     the MERGE (finish_incremental_upsert uncaches it), and the MERGE, which skips a row
-     that changes nothing, reads all of it: the look stops at the first matched row that
-     changes its stored row (the batch broadcast to the table's scan while it has at
-     most _upsert_broadcast_rows(columns) rows), and only when there is none looks for a row
-     to insert. A delivery that changes rows then costs about what a MERGE of the batch
-     alone costs, not a join with the table before it. Elsewhere the batch rows that
-     change the table are looked for, then the MERGE reads them again. --#}
+     On the spark_session adapter, where the MERGE skips the matched rows it would leave
+     as stored, a change is looked for in two steps:
+       1. among the precombined versions of a sample of the batch's keys (the first
+          _upsert_sample_keys()), broadcast to the table's scan, which stops at the first
+          stored row one of them changes. Found: the MERGE reads the batch as it is, so a
+          delivery that changes rows costs its MERGE and this look;
+       2. otherwise in the whole precombined batch, cached once for the look and the
+          MERGE (finish_incremental_upsert uncaches it): a stored row it changes (the
+          batch broadcast while it has at most _upsert_broadcast_rows(columns) rows),
+          then a row to insert. A re-run of a delivery finds none, and writes nothing.
+     Elsewhere the batch rows that change the table are looked for, then the MERGE reads
+     them again. --#}
 {% macro _upsert_merge_source(target, state, columns, map_columns, rules, arg_dict) %}
     {%- set changes = dbt_merge._upsert_changes_sql(target, state.precombined, state.cfg, columns, arg_dict['incremental_predicates'], map_columns) %}
     {%- if (arg_dict.get('file_format') or config.get('file_format')) != 'iceberg' %}
@@ -68,6 +72,20 @@
         {{- return(changes if found.rows | length > 0 else none) }}
     {%- endif %}
     {%- set broadcast_rows = dbt_merge._upsert_broadcast_rows(columns) %}
+    {%- set sample_keys = dbt_merge._upsert_sample_keys() %}
+    {%- set batch = arg_dict['temp_relation'] %}
+    {%- set keys = [] %}
+    {%- for key in state.cfg.unique_key %}{% do keys.append(adapter.quote(key)) %}{% endfor %}
+    {%- set joined = ' as DBT_INTERNAL_SOURCE join ' ~ target ~ ' as DBT_INTERNAL_DEST on ' ~ rules.on ~ ' where ' ~ rules.changes_when ~ ' limit 1' %}
+    {%- set hint = '/*+ BROADCAST(DBT_INTERNAL_SOURCE) */ ' %}
+    {%- if sample_keys > 0 %}
+        {%- set sample = 'select * from ' ~ batch ~ ' where (' ~ (keys | join(', ')) ~ ') in (select ' ~ (keys | join(', ')) ~ ' from ' ~ batch ~ ' limit ' ~ sample_keys ~ ')' %}
+        {%- set sampled = dbt_merge.get_upsert_precombine_sql(sample, state.cfg, state.batch_columns) %}
+        {%- if run_query('select ' ~ hint ~ '1 from (' ~ sampled ~ ')' ~ joined).rows | length > 0 %}
+            {{- return(state.precombined) }}
+        {%- endif %}
+    {%- endif %}
+    {%- do log('dbt_merge: ' ~ model.name ~ ': no change among the precombined versions of the first ' ~ sample_keys ~ ' keys of the batch; looking at the whole batch') %}
     {%- set cached = dbt_merge._upsert_cached_relation(target) %}
     {#-- a run that failed after caching (a commit that lost to another writer's)
          leaves its view in the session, which `dbt retry` in the same one reuses;
@@ -78,17 +96,23 @@
     {%- do run_query('cache table ' ~ cached ~ ' as ' ~ state.precombined) %}
     {%- do state.update({'batch_cached': true}) %}
     {%- set batch_rows = run_query('select count(*) from ' ~ cached).columns[0].values()[0] %}
-    {%- set hint = '/*+ BROADCAST(DBT_INTERNAL_SOURCE) */ ' if batch_rows <= broadcast_rows else '' %}
-    {%- set joined = ' from ' ~ cached ~ ' as DBT_INTERNAL_SOURCE {} join ' ~ target ~ ' as DBT_INTERNAL_DEST on ' ~ rules.on %}
-    {%- set changed = run_query('select ' ~ hint ~ '1' ~ joined.replace('{}', 'inner') ~ ' where ' ~ rules.changes_when ~ ' limit 1') %}
+    {%- set changed = run_query('select ' ~ (hint if batch_rows <= broadcast_rows else '') ~ '1 from ' ~ cached ~ joined) %}
     {%- if changed.rows | length == 0 %}
-        {%- set inserted = run_query('select 1' ~ joined.replace('{}', 'left anti') ~ ' where not ' ~ rules.is_delete ~ ' limit 1') %}
+        {%- set inserted = run_query('select 1 from ' ~ cached ~ ' as DBT_INTERNAL_SOURCE left anti join ' ~ target ~ ' as DBT_INTERNAL_DEST on ' ~ rules.on ~ ' where not ' ~ rules.is_delete ~ ' limit 1') %}
         {%- if inserted.rows | length == 0 %}
             {%- do dbt_merge._upsert_drop_cached(target, state) %}
             {{- return(none) }}
         {%- endif %}
     {%- endif %}
     {{- return('select * from ' ~ cached) }}
+{% endmacro %}
+
+
+{#-- How many of the batch's keys the first look for a change takes
+     (_upsert_merge_source): the var dbt_merge_upsert_sample_keys, else 1,000; 0 looks
+     at the whole batch at once. --#}
+{% macro _upsert_sample_keys() %}
+    {{- return(dbt_merge._upsert_rows_var('dbt_merge_upsert_sample_keys', 1000)) }}
 {% endmacro %}
 
 
@@ -99,12 +123,16 @@
      which a driver of 1 GiB holds. A larger batch is joined with a shuffle, which reads
      the whole table before the first row is found. --#}
 {% macro _upsert_broadcast_rows(columns) %}
-    {%- set rows = var('dbt_merge_upsert_broadcast_rows', none) %}
-    {%- if rows is none %}
-        {{- return([1000000, (10000000 / ([columns | length, 1] | max)) | int] | min) }}
-    {%- endif %}
+    {%- set default = [1000000, (10000000 / ([columns | length, 1] | max)) | int] | min %}
+    {{- return(dbt_merge._upsert_rows_var('dbt_merge_upsert_broadcast_rows', default)) }}
+{% endmacro %}
+
+
+{#-- The var `name`, a number of rows of 0 or more, else `default`; refused by name. --#}
+{% macro _upsert_rows_var(name, default) %}
+    {%- set rows = var(name, default) %}
     {%- if rows is not number or rows is sameas true or rows is sameas false or rows < 0 %}
-        {%- do exceptions.raise_compiler_error("dbt_merge upsert in model " ~ model.name ~ ", var 'dbt_merge_upsert_broadcast_rows': expected a number of rows of 0 or more, got " ~ rows) %}
+        {%- do exceptions.raise_compiler_error("dbt_merge upsert in model " ~ model.name ~ ", var '" ~ name ~ "': expected a number of rows of 0 or more, got " ~ rows) %}
     {%- endif %}
     {{- return(rows) }}
 {% endmacro %}

@@ -36,6 +36,7 @@
         'cfg': cfg,
         'settings': settings,
         'precombined': dbt_merge.get_upsert_precombine_sql('select * from ' ~ batch, cfg, columns),
+        'batch_columns': columns,
     } %}
     {%- if cfg.provenance %}
         {%- set events = dbt_merge._upsert_provenance_relation(target) %}

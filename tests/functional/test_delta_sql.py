@@ -578,6 +578,8 @@ NOT_ON_DATABRICKS = {
     "_upsert_cached_relation": NOTHING_TO_WRITE,
     "_upsert_drop_cached": NOTHING_TO_WRITE,
     "_upsert_broadcast_rows": NOTHING_TO_WRITE,
+    "_upsert_sample_keys": NOTHING_TO_WRITE,
+    "_upsert_rows_var": NOTHING_TO_WRITE,
     "_upsert_nothing_to_write": NOTHING_TO_WRITE,
     "dbt_spark_validate_get_incremental_strategy": "the project's own routing on "
     "dbt-spark (dbt_spark_validate_strategy's caller)",

@@ -32,11 +32,12 @@ BATCHES = {
         "(6, 1, 'gone', null, true)",  # delete of a key never stored
     ],
     3: ["(4, 5, null, null, true)"],  # a delete with the stored ordering value: a tie
-    # batch 2's new key and delete of a key never stored again, and one more new key:
-    # no stored row changes, only the insert does
+    # batch 2's new key (first: the one key of a sample of one) and delete of a key never
+    # stored again, a newer version of 2 and one more new key
     4: [
         "(5, 1, 'new', null, false)",
         "(6, 1, 'gone', null, true)",
+        "(2, 8, 'y8', null, false)",
         "(8, 1, 'eight', null, false)",
     ],
 }
@@ -275,12 +276,20 @@ class TestUpsertSemantics(TableType, InstallsDbtMerge):
             ) in output
             assert table(spark, schema, "event_time") == before["event_time"], "nothing written"
 
-        self.run_batch(4)
-        eight = (8, 1, "eight", None)
+        # the first look, at a sample of one key (5, unchanged), finds no change; the look
+        # at the whole batch finds 2's
+        _, output = run_with_env(
+            ["--debug", "run", "--vars", '{"dbt_merge_upsert_sample_keys": 1}'],
+            {"batch": 4},
+            capture=True,
+        )
+        assert "event_time: no change among the precombined versions of the first 1 keys" in (
+            output
+        )
+        changed = {2: (2, 8, "y8", None), 8: (8, 1, "eight", None)}
         for name in upserts:
-            assert table(spark, schema, name) == sorted([*before[name], eight]), (
-                f"{name}: only the new key is written"
-            )
+            kept = [row for row in before[name] if row[0] not in changed]
+            assert table(spark, schema, name) == sorted([*kept, *changed.values()]), name
             assert snapshot_count(spark, schema, name) == snapshots[name] + 1
 
         self.run_batch(3)
