@@ -20,6 +20,9 @@
     {% for name in cfg.precombine_key %}
         {% do counts.append("count_if(" ~ adapter.quote(name) ~ " is null and not " ~ unordered_delete ~ ")") %}
     {% endfor %}
+    {% if unordered_delete != 'false' %}
+        {% do counts.append("count_if(" ~ unordered_delete ~ ")") %}
+    {% endif %}
     {% set found = run_query('select ' ~ (counts | join(', ')) ~ ' from ' ~ relation).rows[0] %}
     {% set names = cfg.unique_key + cfg.precombine_key %}
     {% for name in names %}
@@ -30,6 +33,7 @@
             {% do dbt_merge._upsert_error('precombine_key', found[loop.index0] ~ ' row(s) of the batch have a null ' ~ name ~ ' and are not deletes without an ordering value; an upsert without an ordering value cannot be ordered' ~ deletes ~ '. Filter or fill them in the model') %}
         {% endif %}
     {% endfor %}
+    {{ return({'unordered_deletes': found[names | length] if unordered_delete != 'false' else 0}) }}
 {% endmacro %}
 
 

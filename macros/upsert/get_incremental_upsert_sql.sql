@@ -80,7 +80,7 @@
     {%- set hint = '/*+ BROADCAST(DBT_INTERNAL_SOURCE) */ ' %}
     {%- if sample_keys > 0 %}
         {%- set sample = 'select * from ' ~ batch ~ ' where (' ~ (keys | join(', ')) ~ ') in (select ' ~ (keys | join(', ')) ~ ' from ' ~ batch ~ ' limit ' ~ sample_keys ~ ')' %}
-        {%- set sampled = dbt_merge.get_upsert_precombine_sql(sample, state.cfg, state.batch_columns) %}
+        {%- set sampled = dbt_merge.get_upsert_precombine_sql(sample, state.cfg, state.batch_columns, state.unordered_deletes) %}
         {%- if run_query('select ' ~ hint ~ '1 from (' ~ sampled ~ ')' ~ joined).rows | length > 0 %}
             {{- return(state.precombined) }}
         {%- endif %}

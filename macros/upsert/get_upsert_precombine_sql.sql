@@ -18,8 +18,8 @@
     partial_update, only rows after the delete give values (Hudi does not merge fields
     across a delete).
 --#}
-{% macro get_upsert_precombine_sql(source_sql, cfg, columns) %}
-    {{ return(adapter.dispatch('get_upsert_precombine_sql', 'dbt_merge')(source_sql, cfg, columns)) }}
+{% macro get_upsert_precombine_sql(source_sql, cfg, columns, unordered_deletes=true) %}
+    {{ return(adapter.dispatch('get_upsert_precombine_sql', 'dbt_merge')(source_sql, cfg, columns, unordered_deletes)) }}
 {% endmacro %}
 
 
@@ -63,10 +63,13 @@ from ({{ source_sql }}) as batch
 {%- endmacro %}
 
 
-{% macro default__get_upsert_precombine_sql(source_sql, cfg, columns) %}
+{#-- unordered_deletes false: the batch is known to hold no delete without an ordering
+     value (_check_upsert_batch counted them), so every row's phase would be 2 and the
+     window that ranks rows against such deletes is left out. --#}
+{% macro default__get_upsert_precombine_sql(source_sql, cfg, columns, unordered_deletes=true) %}
     {%- set keys = [] %}
     {%- for key in cfg.unique_key %}{% do keys.append(adapter.quote(key)) %}{% endfor %}
-    {%- set phased = cfg.delete_column and cfg.precombine_key %}
+    {%- set phased = cfg.delete_column and cfg.precombine_key and unordered_deletes %}
     {%- if phased %}
         {%- set source_sql = dbt_merge._upsert_phased_sql(source_sql, cfg, keys) %}
         {%- set order = "named_struct('phase', batch.dbt_merge_phase, 'version', " ~ dbt_merge._upsert_order_sql(cfg, 'batch', columns) ~ ")" %}

@@ -26,6 +26,6 @@
     {%- if adapter.type() != 'spark_session' %}
         {%- do dbt_merge._upsert_refuse_steps_after_merge(cfg) %}
     {%- endif %}
-    {%- do dbt_merge._check_upsert_batch('(' ~ query ~ ') as batch', cfg, batch_columns) %}
-    {{- return(dbt_merge._upsert_first_batch_sql(dbt_merge.get_upsert_precombine_sql(query, cfg, columns), cfg)) }}
+    {%- set checked = dbt_merge._check_upsert_batch('(' ~ query ~ ') as batch', cfg, batch_columns) %}
+    {{- return(dbt_merge._upsert_first_batch_sql(dbt_merge.get_upsert_precombine_sql(query, cfg, columns, checked.unordered_deletes > 0), cfg)) }}
 {% endmacro %}

@@ -26,7 +26,7 @@
     {%- if not owns_run %}
         {%- do dbt_merge._upsert_refuse_steps_after_merge(cfg) %}
     {%- endif %}
-    {%- do dbt_merge._check_upsert_batch(batch, cfg, batch_columns) %}
+    {%- set checked = dbt_merge._check_upsert_batch(batch, cfg, batch_columns) %}
     {%- set settings = dbt_merge._upsert_table_settings(cfg) %}
     {%- set existing = not arg_dict.get('rebuild', false) %}
     {%- if existing %}
@@ -35,8 +35,9 @@
     {%- set state = {
         'cfg': cfg,
         'settings': settings,
-        'precombined': dbt_merge.get_upsert_precombine_sql('select * from ' ~ batch, cfg, columns),
+        'precombined': dbt_merge.get_upsert_precombine_sql('select * from ' ~ batch, cfg, columns, checked.unordered_deletes > 0),
         'batch_columns': columns,
+        'unordered_deletes': checked.unordered_deletes > 0,
     } %}
     {%- if cfg.provenance %}
         {%- set events = dbt_merge._upsert_provenance_relation(target) %}
