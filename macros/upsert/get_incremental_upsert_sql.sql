@@ -63,11 +63,12 @@
      Elsewhere the batch rows that change the table are looked for, then the MERGE reads
      them again. --#}
 {% macro _upsert_merge_source(target, state, columns, map_columns, rules, arg_dict) %}
-    {%- set changes = dbt_merge._upsert_changes_sql(target, state.precombined, state.cfg, columns, arg_dict['incremental_predicates'], map_columns) %}
-    {%- if (arg_dict.get('file_format') or config.get('file_format')) != 'iceberg' %}
-        {{- return(changes) }}
-    {%- endif %}
-    {%- if arg_dict.get('state') is none %}
+    {%- set iceberg = (arg_dict.get('file_format') or config.get('file_format')) == 'iceberg' %}
+    {%- if not iceberg or arg_dict.get('state') is none %}
+        {%- set changes = dbt_merge._upsert_changes_sql(target, state.precombined, state.cfg, columns, arg_dict['incremental_predicates'], map_columns) %}
+        {%- if not iceberg %}
+            {{- return(changes) }}
+        {%- endif %}
         {%- set found = run_query('select 1 from (' ~ changes ~ ') limit 1') %}
         {{- return(changes if found.rows | length > 0 else none) }}
     {%- endif %}
